@@ -1,0 +1,1 @@
+//! Cross-crate benchmark support for livecount (contenders and workloads).

@@ -1,0 +1,164 @@
+//! `CellTable`: an append-only, lock-free, growable array of padded cells that never move.
+//!
+//! Cell `i` lives in bucket `b = floor(log2(i + 1))`, which holds `2^b` cells and is allocated
+//! the first time any of its cells is needed. Buckets are never moved or freed before the table
+//! is dropped, so a `&Pair` handed out stays valid and no update can land in a stale copy
+//! (the lost-update bug of grow-by-copy striped counters).
+
+use std::ptr;
+
+use crossbeam_utils::CachePadded;
+
+use crate::pair::Pair;
+use crate::sync::{AtomicPtr, Ordering};
+
+/// Bucket `b` holds `2^b` cells; 64 buckets cover every `usize` index but the last.
+const BUCKETS: usize = usize::BITS as usize;
+
+type Slot = CachePadded<Pair>;
+
+/// Lazily allocated cells, addressed by a dense index (a thread index or a stripe).
+pub(crate) struct CellTable {
+    buckets: [AtomicPtr<Slot>; BUCKETS],
+}
+
+impl std::fmt::Debug for CellTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let allocated = (0..BUCKETS)
+            .filter(|&b| !self.buckets[b].load(Ordering::Relaxed).is_null())
+            .map(|b| 1usize << b)
+            .sum::<usize>();
+        f.debug_struct("CellTable")
+            .field("allocated_cells", &allocated)
+            .finish()
+    }
+}
+
+/// The bucket holding cell `index`, and the cell's offset inside it.
+#[inline]
+fn locate(index: usize) -> (usize, usize) {
+    let n = index + 1;
+    let bucket = (usize::BITS - 1 - n.leading_zeros()) as usize;
+    (bucket, n - (1 << bucket))
+}
+
+impl CellTable {
+    pub(crate) fn new() -> Self {
+        CellTable {
+            buckets: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+        }
+    }
+
+    /// The cell at `index`, allocating its bucket if this is the first use.
+    #[inline]
+    pub(crate) fn get_or_alloc(&self, index: usize) -> &Pair {
+        let (bucket, offset) = locate(index);
+        // Acquire: pairs with the AcqRel publication in `allocate`, so the cells' initialised
+        // contents are visible before we touch them.
+        let mut base = self.buckets[bucket].load(Ordering::Acquire);
+        if base.is_null() {
+            base = self.allocate(bucket);
+        }
+        // SAFETY:
+        // - `base` is non-null and came from `allocate`, a `Box<[Slot]>` of `1 << bucket` slots;
+        // - `offset < 1 << bucket` by construction of `locate`;
+        // - the allocation is freed only in `Drop`, which takes `&mut self`, so it outlives the
+        //   returned borrow of `self`; slots are only ever accessed through shared references.
+        #[allow(unsafe_code)]
+        unsafe {
+            &*base.add(offset)
+        }
+    }
+
+    #[cold]
+    fn allocate(&self, bucket: usize) -> *mut Slot {
+        let len = 1usize << bucket;
+        let fresh: Box<[Slot]> = (0..len).map(|_| CachePadded::new(Pair::new())).collect();
+        let fresh = Box::into_raw(fresh).cast::<Slot>();
+        // AcqRel on success: Release publishes the initialised cells to every Acquire load of
+        // this bucket. Acquire on failure: we adopt the winner's cells, so we need its writes.
+        match self.buckets[bucket].compare_exchange(
+            ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY:
+                // - `fresh` came from `Box::into_raw` of a `Box<[Slot]>` of length `len` just
+                //   above and lost the race, so it was never published and nobody else has it.
+                #[allow(unsafe_code)]
+                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, len)) });
+                winner
+            }
+        }
+    }
+
+    /// Calls `f` on every allocated cell. Re-reads the bucket pointers on every call, so a
+    /// second call sees buckets allocated since the first.
+    #[inline]
+    pub(crate) fn for_each(&self, f: &mut dyn FnMut(&Pair)) {
+        for (bucket, slot) in self.buckets.iter().enumerate() {
+            // Acquire: pairs with the publication in `allocate` (and, transitively, with the
+            // start bumps a reader must see once it has seen their ends).
+            let base = slot.load(Ordering::Acquire);
+            if base.is_null() {
+                continue;
+            }
+            for offset in 0..(1usize << bucket) {
+                // SAFETY: as in `get_or_alloc`: a published bucket of `1 << bucket` slots,
+                // `offset` in range, freed only by `Drop` on `&mut self`.
+                #[allow(unsafe_code)]
+                let pair: &Pair = unsafe { &*base.add(offset) };
+                f(pair);
+            }
+        }
+    }
+}
+
+impl Drop for CellTable {
+    fn drop(&mut self) {
+        for (bucket, slot) in self.buckets.iter().enumerate() {
+            // Relaxed: `&mut self` means every other access has already happened-before this.
+            let base = slot.load(Ordering::Relaxed);
+            if !base.is_null() {
+                // SAFETY:
+                // - `base` was published by `allocate` from a `Box<[Slot]>` of `1 << bucket`
+                //   slots and has not been freed (only `Drop` frees, and it runs once);
+                // - `&mut self` guarantees no outstanding borrow of any slot.
+                #[allow(unsafe_code)]
+                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(base, 1 << bucket)) });
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_packs_buckets_densely() {
+        assert_eq!(locate(0), (0, 0));
+        assert_eq!(locate(1), (1, 0));
+        assert_eq!(locate(2), (1, 1));
+        assert_eq!(locate(3), (2, 0));
+        assert_eq!(locate(6), (2, 3));
+        assert_eq!(locate(7), (3, 0));
+        assert_eq!(locate(usize::MAX - 1), (63, (1 << 63) - 1));
+    }
+
+    #[test]
+    fn cells_are_stable_and_visited_once() {
+        let table = CellTable::new();
+        let a = table.get_or_alloc(5) as *const Pair;
+        let b = table.get_or_alloc(5) as *const Pair;
+        assert_eq!(a, b);
+        table.get_or_alloc(0);
+        let mut visited = 0;
+        table.for_each(&mut |_| visited += 1);
+        // bucket 0 (1 cell) and bucket 2 (4 cells: indices 3..=6).
+        assert_eq!(visited, 5);
+    }
+}

@@ -1,0 +1,159 @@
+//! The [`Counter`] trait, its [`Token`] and the [`Totals`] a read returns.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+/// An active-session gauge: up at every session start, down at every session end, read
+/// periodically by a reporter or a load balancer.
+///
+/// # Contract
+///
+/// * [`increment`](Counter::increment) counts one session as started and returns a
+///   [`Token`] for it. The token is the only way to end that session's count: it is neither
+///   `Clone` nor `Copy`, so ending the same session twice does not compile, and it is `Send`,
+///   so the session may end on another thread than it started on (a tokio task that migrated,
+///   a disconnect detector, a reaper).
+/// * [`decrement`](Counter::decrement) consumes the token and counts the session as ended.
+///   Pass a token only to the counter that issued it. Dropping a token without decrementing
+///   leaves the session counted forever (a *ghost*), which is why tokens are `#[must_use]`.
+/// * [`load`](Counter::load) returns the number of active sessions. When no update runs
+///   concurrently it is exact: the number of tokens issued and not yet consumed. Under
+///   concurrent updates each implementation documents its guarantee; every implementation in
+///   this crate promises at least the **gauge read guarantee**:
+///   1. the value is never negative (it is a `u64` and never wraps): every end the read
+///      counts, it also counts that session's start;
+///   2. every session whose `increment` happened-before the read started and whose
+///      `decrement` did not happen before the read returned is counted, so the value is never
+///      below the number of sessions that were open during the whole read;
+///   3. the value never exceeds the number of sessions started before the read returned.
+///
+///   So a load balancer may over-estimate a backend's load by the sessions that started
+///   during the read, and never under-estimate it.
+/// * [`totals`](Counter::totals) returns monotone started / ended counts where the
+///   implementation keeps them, read with the same guarantee (`started >= ended`).
+/// * [`is_idle`](Counter::is_idle) is `load() == 0`: if it returns `true`, there was a
+///   moment during the call when no session was active.
+///
+/// # Examples
+///
+/// ```
+/// use livecount::{Counter, Sharded};
+///
+/// let sessions = Sharded::new();
+/// let token = sessions.increment();
+/// assert_eq!(sessions.load(), 1);
+/// sessions.decrement(token);
+/// assert!(sessions.is_idle());
+/// ```
+///
+/// A token cannot end a session twice:
+///
+/// ```compile_fail,E0382
+/// use livecount::{Counter, Striped};
+///
+/// let sessions = Striped::new();
+/// let token = sessions.increment();
+/// sessions.decrement(token);
+/// sessions.decrement(token); // error[E0382]: use of moved value
+/// ```
+///
+/// and it cannot be copied to try:
+///
+/// ```compile_fail,E0599
+/// use livecount::{Counter, PerThread};
+///
+/// let sessions = PerThread::new();
+/// let token = sessions.increment();
+/// let copy = token.clone(); // error[E0599]: no method named `clone`
+/// ```
+pub trait Counter: Send + Sync + fmt::Debug {
+    /// Proof that one session is counted as started and not yet as ended.
+    type Token: Send + Sync + fmt::Debug + 'static;
+
+    /// Counts one session as started.
+    #[must_use = "dropping the token leaves the session counted forever; pass it to `decrement`"]
+    fn increment(&self) -> Self::Token;
+
+    /// Counts the session behind `token` as ended. `token` must come from this counter.
+    fn decrement(&self, token: Self::Token);
+
+    /// The number of active sessions, with the guarantee described on [`Counter`].
+    fn load(&self) -> u64;
+
+    /// Monotone totals of sessions started and ended, if this implementation keeps them.
+    fn totals(&self) -> Option<Totals>;
+
+    /// Whether no session is active: if `true`, at some moment during the call none was.
+    fn is_idle(&self) -> bool {
+        self.load() == 0
+    }
+}
+
+/// Proof that one session of a `C` counter is open; consumed by [`Counter::decrement`].
+///
+/// Zero-sized: it costs nothing to carry, store in a session guard or send to another thread.
+///
+/// ```
+/// use livecount::{Counter, Token, PerThread};
+///
+/// assert_eq!(std::mem::size_of::<Token<PerThread>>(), 0);
+/// let sessions = PerThread::new();
+/// let token = sessions.increment();
+/// // End it on another thread: tokens are `Send`.
+/// std::thread::scope(|s| {
+///     s.spawn(|| sessions.decrement(token));
+/// });
+/// assert_eq!(sessions.load(), 0);
+/// ```
+#[must_use = "dropping the token leaves the session counted forever; pass it to `decrement`"]
+pub struct Token<C: ?Sized> {
+    // `fn() -> C`: zero-sized, `Send` and `Sync` whatever `C` is, and carries the counter type
+    // so a token of one implementation cannot be passed to another.
+    _counter: PhantomData<fn() -> C>,
+}
+
+impl<C: ?Sized> Token<C> {
+    /// Mints a token; only counters inside this crate do, as the result of an increment.
+    #[inline]
+    pub(crate) fn new() -> Self {
+        Token {
+            _counter: PhantomData,
+        }
+    }
+}
+
+impl<C: ?Sized> fmt::Debug for Token<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token")
+    }
+}
+
+/// Monotone started / ended counts, as read by [`Counter::totals`].
+///
+/// ```
+/// use livecount::{Counter, Striped, Totals};
+///
+/// let sessions = Striped::new();
+/// let a = sessions.increment();
+/// let b = sessions.increment();
+/// sessions.decrement(a);
+/// assert_eq!(sessions.totals(), Some(Totals { started: 2, ended: 1 }));
+/// assert_eq!(sessions.totals().unwrap().active(), 1);
+/// # sessions.decrement(b);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Totals {
+    /// Sessions counted as started.
+    pub started: u64,
+    /// Sessions counted as ended.
+    pub ended: u64,
+}
+
+impl Totals {
+    /// Sessions started and not ended. Never wraps: a misuse that ends more than it started
+    /// (a token passed to the wrong counter) reads as zero.
+    #[inline]
+    pub fn active(&self) -> u64 {
+        self.started.saturating_sub(self.ended)
+    }
+}

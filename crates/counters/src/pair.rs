@@ -1,0 +1,114 @@
+//! `Pair`: one cell of monotone `started` / `ended` counts, and the two-pass read over cells.
+//!
+//! Why two monotone counts instead of one value that goes up and down: a session may end on a
+//! different cell than it started on (another thread, another stripe). A reader summing signed
+//! per-cell values can then see the `-1` without its `+1` and report a negative or too-small
+//! gauge. With pairs, a reader loads every `ended` first and every `started` after; each
+//! `ended` bump is a Release that happens after its own `started` bump, so every end the reader
+//! counts has its start counted too. The result is never negative and never misses a session
+//! that was open during the whole read.
+
+use crate::Totals;
+use crate::sync::{AtomicU64, Ordering};
+
+/// Monotone start / end counts of one cell. Callers pad it (`CachePadded<Pair>`).
+#[derive(Debug, Default)]
+pub(crate) struct Pair {
+    started: AtomicU64,
+    ended: AtomicU64,
+}
+
+/// Which half of a [`Pair`] an update bumps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Half {
+    Started,
+    Ended,
+}
+
+impl Half {
+    /// The ordering a bump of this half needs.
+    #[inline]
+    pub(crate) fn order(self) -> Ordering {
+        match self {
+            // Relaxed: nothing is read through a start; its own end's Release publishes it.
+            Half::Started => Ordering::Relaxed,
+            // Release: pairs with the Acquire in `Pair::ended`, so a reader that counts this end
+            // also sees the start that happened before it (on this or any other cell).
+            Half::Ended => Ordering::Release,
+        }
+    }
+}
+
+impl Pair {
+    #[cfg(not(any(livecount_loom, livecount_shuttle)))]
+    pub(crate) const fn new() -> Self {
+        Pair {
+            started: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
+        }
+    }
+
+    #[cfg(any(livecount_loom, livecount_shuttle))]
+    pub(crate) fn new() -> Self {
+        Pair {
+            started: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
+        }
+    }
+
+    /// The atomic behind `half`.
+    #[inline]
+    pub(crate) fn half(&self, half: Half) -> &AtomicU64 {
+        match half {
+            Half::Started => &self.started,
+            Half::Ended => &self.ended,
+        }
+    }
+
+    /// Bumps `half` with a locked read-modify-write: any number of threads may share the cell.
+    #[inline]
+    pub(crate) fn add(&self, half: Half) {
+        self.half(half).fetch_add(1, half.order());
+    }
+
+    /// Bumps `half` with a plain load and store.
+    ///
+    /// Correct only while the calling thread is the cell's single writer: a concurrent writer's
+    /// bump would be overwritten. `PerThread` guarantees that through thread ownership.
+    #[inline]
+    pub(crate) fn add_owned(&self, half: Half) {
+        let cell = self.half(half);
+        // Relaxed load: the only writer is this thread (or a previous owner whose writes
+        // happened-before through the index pool's mutex), so it always reads its own latest.
+        let now = cell.load(Ordering::Relaxed);
+        cell.store(now + 1, half.order());
+    }
+
+    /// This cell's end count. Acquire: pairs with the Release of every end bump, so the starts
+    /// of the ends seen here are visible to the `started` loads that follow.
+    #[inline]
+    pub(crate) fn ended(&self) -> u64 {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// This cell's start count. Relaxed: coherence alone makes every start that happened-before
+    /// an end seen by `ended` visible here, because this load is sequenced after that Acquire.
+    #[inline]
+    pub(crate) fn started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+}
+
+/// The gauge read over a set of cells: every `ended` first, then every `started`.
+///
+/// `for_each` must visit every cell that exists when it is called; it is called twice, and the
+/// second call must re-discover cells (a cell created between the passes may hold the start of
+/// an end seen in the first pass).
+#[inline]
+pub(crate) fn read(mut for_each: impl FnMut(&mut dyn FnMut(&Pair))) -> Totals {
+    let mut ended = 0u64;
+    for_each(&mut |pair| ended = ended.wrapping_add(pair.ended()));
+    let mut started = 0u64;
+    for_each(&mut |pair| started = started.wrapping_add(pair.started()));
+    Totals { started, ended }
+}

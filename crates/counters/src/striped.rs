@@ -1,0 +1,194 @@
+//! [`Striped`]: LongAdder-style striping — a base cell, then lazily grown cache-padded stripes.
+
+use std::cell::Cell;
+
+use crossbeam_utils::CachePadded;
+
+use crate::cell_table::CellTable;
+use crate::pair::{self, Half, Pair};
+use crate::sync::{AtomicUsize, Ordering};
+use crate::{Counter, Token, Totals, thread_id};
+
+/// Java's `LongAdder` design, for a gauge: updates go to one cache-padded base pair while it
+/// is uncontended; the first failed compare-and-swap on the base opens two cache-padded
+/// stripes, and every later collision on a stripe rehashes the thread's probe and doubles the
+/// stripe count, up to a cap near the CPU count. Stripes are never moved or freed while the
+/// counter lives (no lost update when the table grows).
+///
+/// Every cell is a monotone [`started`, `ended`] pair and a read sums all `ended` before all
+/// `started`, so the gauge read guarantee of [`Counter`] holds even though a session's start
+/// and end usually land on different stripes.
+///
+/// # Performance characteristics
+///
+/// Uncontended: a load and one `lock cmpxchg` on the base, no extra memory. Contended, below
+/// the cap: a load and a `lock cmpxchg` on the thread's stripe; a failure costs a rehash and
+/// one `lock xadd`. At the cap a thread uses `lock xadd` on its stripe directly. Memory grows
+/// only under contention: 128 bytes for the base, 128 per stripe, and 512 bytes of stripe
+/// table. Reads load the base and every stripe twice.
+///
+/// # Examples
+///
+/// ```
+/// use livecount::{Counter, Striped};
+/// use std::sync::Arc;
+///
+/// let sessions = Arc::new(Striped::new());
+/// std::thread::scope(|s| {
+///     for _ in 0..4 {
+///         s.spawn(|| {
+///             for _ in 0..10_000 {
+///                 let t = sessions.increment();
+///                 sessions.decrement(t);
+///             }
+///         });
+///     }
+/// });
+/// assert_eq!(sessions.load(), 0);
+/// assert_eq!(sessions.totals().unwrap().started, 40_000);
+/// ```
+#[derive(Debug)]
+pub struct Striped {
+    base: CachePadded<Pair>,
+    /// Stripes in use: 0 until the base is first contended, then a power of two ≤ `cap`.
+    stripes: AtomicUsize,
+    cap: usize,
+    cells: CellTable,
+}
+
+impl Striped {
+    /// A counter whose stripes stop growing at the available parallelism, rounded up to a
+    /// power of two (LongAdder's cap).
+    ///
+    /// ```
+    /// use livecount::{Counter, Striped};
+    /// let sessions = Striped::new();
+    /// assert_eq!(sessions.stripes(), 0); // nothing contended yet
+    /// assert!(sessions.max_stripes() >= 2);
+    /// ```
+    pub fn new() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+        Striped::with_max_stripes(cpus)
+    }
+
+    /// A counter whose stripes stop growing at `max`, rounded up to a power of two (at least 2).
+    ///
+    /// ```
+    /// use livecount::Striped;
+    /// assert_eq!(Striped::with_max_stripes(3).max_stripes(), 4);
+    /// ```
+    pub fn with_max_stripes(max: usize) -> Self {
+        Striped {
+            base: CachePadded::new(Pair::new()),
+            stripes: AtomicUsize::new(0),
+            cap: max.max(2).next_power_of_two(),
+            cells: CellTable::new(),
+        }
+    }
+
+    /// Stripes currently in use (0 while the base has never been contended).
+    pub fn stripes(&self) -> usize {
+        // Relaxed: an informational snapshot of a monotone value.
+        self.stripes.load(Ordering::Relaxed)
+    }
+
+    /// The cap on stripes.
+    pub fn max_stripes(&self) -> usize {
+        self.cap
+    }
+
+    #[inline]
+    fn bump(&self, half: Half) {
+        // Relaxed: `stripes` only picks a mask; the cells themselves are published by the
+        // cell table's own Acquire/Release, whatever value is read here.
+        if self.stripes.load(Ordering::Relaxed) == 0 {
+            if try_bump(&self.base, half) {
+                return;
+            }
+            // The base is contended: open the stripes (losing this race is fine).
+            let _ = self
+                .stripes
+                .compare_exchange(0, 2, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        if thread_id::with_probe(|probe| self.bump_stripe(probe, half)).is_none() {
+            // Thread teardown: no probe left. A locked add on the base is always correct.
+            self.base.add(half);
+        }
+    }
+
+    #[inline]
+    fn bump_stripe(&self, probe: &Cell<u32>, half: Half) {
+        let stripes = self.stripes.load(Ordering::Relaxed);
+        let cell = self
+            .cells
+            .get_or_alloc(probe.get() as usize & (stripes - 1));
+        if stripes >= self.cap {
+            // At the cap the table will not grow: take the stripe with one `lock xadd`.
+            cell.add(half);
+            return;
+        }
+        if try_bump(cell, half) {
+            return;
+        }
+        // Collision: another thread updated this stripe between our load and our CAS.
+        probe.set(thread_id::rehash(probe.get()));
+        let _ = self.stripes.compare_exchange(
+            stripes,
+            stripes * 2,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        let stripes = self.stripes.load(Ordering::Relaxed);
+        self.cells
+            .get_or_alloc(probe.get() as usize & (stripes - 1))
+            .add(half);
+    }
+
+    fn read(&self) -> Totals {
+        pair::read(|f| {
+            f(&self.base);
+            self.cells.for_each(f);
+        })
+    }
+}
+
+/// One compare-and-swap attempt to bump `half` of `cell`; `false` means it was contended.
+#[inline]
+fn try_bump(cell: &Pair, half: Half) -> bool {
+    let atomic = cell.half(half);
+    // Relaxed load: the CAS below validates it.
+    let now = atomic.load(Ordering::Relaxed);
+    atomic
+        .compare_exchange(now, now + 1, half.order(), Ordering::Relaxed)
+        .is_ok()
+}
+
+impl Default for Striped {
+    fn default() -> Self {
+        Striped::new()
+    }
+}
+
+impl Counter for Striped {
+    type Token = Token<Striped>;
+
+    #[inline]
+    fn increment(&self) -> Token<Striped> {
+        self.bump(Half::Started);
+        Token::new()
+    }
+
+    #[inline]
+    fn decrement(&self, _token: Token<Striped>) {
+        self.bump(Half::Ended);
+    }
+
+    #[inline]
+    fn load(&self) -> u64 {
+        self.read().active()
+    }
+
+    fn totals(&self) -> Option<Totals> {
+        Some(self.read())
+    }
+}

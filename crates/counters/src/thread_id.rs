@@ -1,0 +1,147 @@
+//! Small, reusable thread indices.
+//!
+//! `std::thread::ThreadId` is never reused, so a shard picked from it drifts as threads come
+//! and go, and a per-thread table indexed by it grows forever. Here a thread takes the lowest
+//! free index the first time it touches a counter and gives it back when it exits, so indices
+//! stay dense (`0..live threads`) and the next thread inherits the cells of the last one.
+//!
+//! The pool is behind a mutex: it is touched once when a thread starts counting and once when
+//! it exits, never on an update.
+
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::sync::{self, thread_local};
+
+/// Free thread indices: everything at or above `next`, plus the released ones in `free`.
+#[derive(Debug)]
+pub(crate) struct IdPool {
+    next: usize,
+    free: BinaryHeap<Reverse<usize>>,
+}
+
+impl IdPool {
+    pub(crate) const fn new() -> Self {
+        IdPool {
+            next: 0,
+            free: BinaryHeap::new(),
+        }
+    }
+
+    fn acquire(&mut self) -> usize {
+        match self.free.pop() {
+            Some(Reverse(index)) => index,
+            None => {
+                let index = self.next;
+                self.next += 1;
+                index
+            }
+        }
+    }
+
+    fn release(&mut self, index: usize) {
+        self.free.push(Reverse(index));
+    }
+}
+
+/// A thread's registration: its index and its striping probe. Dropped at thread exit.
+#[derive(Debug)]
+struct Registration {
+    index: usize,
+    probe: Cell<u32>,
+}
+
+impl Registration {
+    fn new() -> Self {
+        // The mutex hands the index over with happens-before: whatever the previous holder
+        // wrote into cells at this index is visible to this thread, its only writer from now on.
+        let index = sync::lock(sync::id_pool()).acquire();
+        Registration {
+            index,
+            probe: Cell::new(seed_probe(index)),
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        sync::lock(sync::id_pool()).release(self.index);
+    }
+}
+
+thread_local! {
+    static REGISTRATION: Registration = Registration::new();
+}
+
+/// The calling thread's index, or `None` while the thread is tearing down its thread-locals
+/// (after its registration has been released).
+#[inline]
+pub(crate) fn current() -> Option<usize> {
+    REGISTRATION.try_with(|r| r.index).ok()
+}
+
+/// Runs `f` on the calling thread's striping probe (never zero), or returns `None` during
+/// thread teardown.
+#[inline]
+pub(crate) fn with_probe<R>(f: impl FnOnce(&Cell<u32>) -> R) -> Option<R> {
+    REGISTRATION.try_with(|r| f(&r.probe)).ok()
+}
+
+/// A non-zero starting probe derived from the thread index, so that model-checked runs are
+/// deterministic. Multiplying by an odd constant is a bijection modulo every power of two, so
+/// threads with consecutive indices start on distinct stripes for any stripe count.
+fn seed_probe(index: usize) -> u32 {
+    // 2^32 / golden ratio (odd), as in Fibonacci hashing; `max(1)` keeps xorshift off zero.
+    (index as u32)
+        .wrapping_add(1)
+        .wrapping_mul(0x9E37_79B9)
+        .max(1)
+}
+
+/// Advances a probe with Marsaglia's xorshift32 (the generator LongAdder uses on collision).
+#[inline]
+pub(crate) fn rehash(probe: u32) -> u32 {
+    let mut x = probe;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    x
+}
+
+#[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_hands_out_the_lowest_free_index() {
+        let mut pool = IdPool::new();
+        assert_eq!((pool.acquire(), pool.acquire(), pool.acquire()), (0, 1, 2));
+        pool.release(1);
+        pool.release(0);
+        assert_eq!(pool.acquire(), 0);
+        assert_eq!(pool.acquire(), 1);
+        assert_eq!(pool.acquire(), 3);
+    }
+
+    #[test]
+    fn an_exited_threads_index_is_reused() {
+        let first = std::thread::spawn(|| current().unwrap()).join().unwrap();
+        // Other tests run concurrently and hold indices, so only check that indices stay dense.
+        let second = std::thread::spawn(|| current().unwrap()).join().unwrap();
+        let live_bound = 64;
+        assert!(
+            first < live_bound && second < live_bound,
+            "{first} {second}"
+        );
+    }
+
+    #[test]
+    fn rehash_never_reaches_zero_from_a_nonzero_probe() {
+        let mut p = seed_probe(0);
+        for _ in 0..100_000 {
+            p = rehash(p);
+            assert_ne!(p, 0);
+        }
+    }
+}
