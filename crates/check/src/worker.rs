@@ -1,0 +1,133 @@
+//! The worker thread behind each virtual thread: it runs one command at a time for the driver.
+
+use std::sync::mpsc::{Receiver, Sender};
+
+use livecount::{Counter, Reference, Token, Totals};
+
+use crate::race;
+
+/// One open session: the counter's token, the oracle's token, and where it started.
+#[derive(Debug)]
+pub(crate) struct Session<C: Counter> {
+    pub(crate) token: C::Token,
+    pub(crate) oracle: Token<Reference>,
+    /// The virtual thread that started it.
+    pub(crate) started_on: usize,
+}
+
+impl<C: Counter> Session<C> {
+    fn start(counter: &C, oracle: &Reference, thread: usize) -> Self {
+        Session {
+            token: counter.increment(),
+            oracle: oracle.increment(),
+            started_on: thread,
+        }
+    }
+
+    fn end(self, counter: &C, oracle: &Reference) {
+        counter.decrement(self.token);
+        oracle.decrement(self.oracle);
+    }
+}
+
+/// What one thread saw in one `load` + `totals` + `is_idle`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Observation {
+    pub(crate) load: u64,
+    pub(crate) totals: Option<Totals>,
+    pub(crate) idle: bool,
+}
+
+impl Observation {
+    pub(crate) fn of(counter: &impl Counter) -> Self {
+        Observation {
+            load: counter.load(),
+            totals: counter.totals(),
+            idle: counter.is_idle(),
+        }
+    }
+
+    /// `Ok` if this quiescent observation is exact for `model`; `who` names the counter.
+    pub(crate) fn expect(&self, who: &str, model: Totals) -> Result<(), String> {
+        let open = model.started - model.ended;
+        let counts = format!("started {}, ended {}", model.started, model.ended);
+        if self.load != open {
+            return Err(format!(
+                "{who} load() = {} but {open} sessions are open ({counts})",
+                self.load
+            ));
+        }
+        if let Some(totals) = self.totals.filter(|&t| t != model) {
+            return Err(format!(
+                "{who} totals() = {totals:?} but the model has {model:?}"
+            ));
+        }
+        if self.idle != (open == 0) {
+            return Err(format!(
+                "{who} is_idle() = {} with {open} sessions open ({counts})",
+                self.idle
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A request from the driver to one worker.
+#[derive(Debug)]
+pub(crate) enum Command<C: Counter> {
+    /// Start this many sessions and hand them back.
+    Start(usize),
+    /// End this session here.
+    End(Session<C>),
+    /// Observe the counter and the oracle from this thread.
+    Read,
+    /// Take part in a concurrent phase.
+    Race(race::Job<C>),
+    /// Exit the thread.
+    Exit,
+}
+
+/// A worker's answer to one [`Command`] (`Exit` has none).
+#[derive(Debug)]
+pub(crate) enum Reply<C: Counter> {
+    Started(Vec<Session<C>>),
+    Ended,
+    Read {
+        counter: Observation,
+        oracle: Observation,
+    },
+    Raced(race::Report),
+}
+
+/// The body of worker thread `thread`: runs commands until told to exit or until the driver
+/// hangs up.
+pub(crate) fn run<C: Counter>(
+    thread: usize,
+    counter: &C,
+    oracle: &Reference,
+    commands: Receiver<Command<C>>,
+    replies: Sender<Reply<C>>,
+) {
+    for command in commands {
+        let reply = match command {
+            Command::Start(n) => Reply::Started(
+                (0..n)
+                    .map(|_| Session::start(counter, oracle, thread))
+                    .collect(),
+            ),
+            Command::End(session) => {
+                session.end(counter, oracle);
+                Reply::Ended
+            }
+            Command::Read => Reply::Read {
+                counter: Observation::of(counter),
+                oracle: Observation::of(oracle),
+            },
+            Command::Race(job) => Reply::Raced(race::work(counter, oracle, job)),
+            Command::Exit => return,
+        };
+        if replies.send(reply).is_err() {
+            return;
+        }
+    }
+}
