@@ -45,7 +45,7 @@
 
 use std::sync::Arc;
 
-use livecount::{Counter, Totals};
+use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped, Totals};
 use shuttle::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use shuttle::sync::mpsc;
 use shuttle::thread;
@@ -233,8 +233,8 @@ fn churner<C: Counter + 'static>(counter: &Arc<C>, books: &Arc<Books>) {
 
 /// One execution: eight threads (two acceptors, two closers, two churners, two readers) plus
 /// the churners' children and the main thread, then exact checks at quiescence.
-fn model<C: Counter + Default + 'static>() {
-    let counter = Arc::new(C::default());
+fn model<C: Counter + 'static>(new: fn() -> C) {
+    let counter = Arc::new(new());
     let books = Arc::new(Books::default());
     let pinned: Vec<C::Token> = (0..PINNED).map(|_| books.start(&*counter)).collect();
 
@@ -286,43 +286,52 @@ fn assert_quiescent<C: Counter>(counter: &C, started: u64, ended: u64) {
     }
 }
 
-/// Runs `model::<C>` under the random or the PCT scheduler, or replays the failing schedule in
-/// the file named by `SHUTTLE_REPLAY` (shuttle prints it when a test fails; pick the one test
-/// it came from with a test-name filter).
-fn check<C: Counter + Default + 'static>(scheduler: &str) {
+/// Runs the model over counters made by `new` under the random or the PCT scheduler, or
+/// replays the failing schedule in the file named by `SHUTTLE_REPLAY` (shuttle prints it when a
+/// test fails; pick the one test it came from with a test-name filter).
+fn check<C: Counter + 'static>(scheduler: &str, new: fn() -> C) {
+    let model = move || model(new);
     if let Ok(path) = std::env::var("SHUTTLE_REPLAY") {
         let schedule =
             std::fs::read_to_string(&path).expect("SHUTTLE_REPLAY names a readable file");
         let schedule: String = schedule.split_whitespace().collect();
-        return shuttle::replay(model::<C>, schedule.trim_matches('"'));
+        return shuttle::replay(model, schedule.trim_matches('"'));
     }
     let n = iterations();
     match scheduler {
-        "random" => shuttle::check_random(model::<C>, n),
-        "pct" => shuttle::check_pct(model::<C>, n, PCT_DEPTH),
+        "random" => shuttle::check_random(model, n),
+        "pct" => shuttle::check_pct(model, n, PCT_DEPTH),
         other => unreachable!("unknown scheduler {other}"),
     }
 }
 
-/// One module per implementation, one test per scheduler.
+/// One module per counter configuration, one test per scheduler.
 macro_rules! suite {
-    ($name:ident, $counter:ident) => {
+    ($name:ident, $new:expr) => {
         mod $name {
+            use super::*;
+
             #[test]
             fn random_schedules() {
-                super::check::<livecount::$counter>("random");
+                check("random", $new);
             }
 
             #[test]
             fn pct_schedules() {
-                super::check::<livecount::$counter>("pct");
+                check("pct", $new);
             }
         }
     };
 }
 
-suite!(single, Single);
-suite!(sharded, Sharded);
-suite!(striped, Striped);
-suite!(per_thread, PerThread);
-suite!(reference, Reference);
+suite!(single, Single::new);
+// `new()` sizes by the CPU count; on a 2-CPU machine that is 4 shards for 8+ threads, so
+// threads share shards. 16 shards gives every live thread its own.
+suite!(sharded, Sharded::new);
+suite!(sharded_wide, || Sharded::with_shards(16));
+// `new()` caps stripes at the CPU count; at 2 that is the cap the first contention opens, so
+// the collide-rehash-grow path only runs with a higher cap.
+suite!(striped, Striped::new);
+suite!(striped_growing, || Striped::with_max_stripes(16));
+suite!(per_thread, PerThread::new);
+suite!(reference, Reference::new);
