@@ -4,13 +4,25 @@
 //! read guarantee.
 //!
 //! `PROPTEST_CASES` sets the cases per implementation (default
-//! `livecount_tests::DEFAULT_CASES`). Failures are saved to
+//! `livecount_tests::DEFAULT_CASES`); `--ignored` runs `HEAVY_FACTOR` times as many. Failures are saved to
 //! `proptest_counters.proptest-regressions` next to this file and replayed first.
 
 use livecount::{PerThread, Reference, Sharded, Single, Striped};
 use livecount_check::check_program_with;
 use livecount_tests::{config, program};
 use proptest::prelude::*;
+use proptest::test_runner::Config;
+
+/// How many times the default cases the `#[ignore]`d heavy variants run.
+const HEAVY_FACTOR: u32 = 16;
+
+fn heavy() -> Config {
+    let config = config();
+    Config {
+        cases: config.cases * HEAVY_FACTOR,
+        ..config
+    }
+}
 
 /// `suite!(name, Type)` checks `Type::default()`; `suite!(name, Type, constructor)` checks
 /// the counters `constructor` builds (a non-default configuration).
@@ -27,6 +39,16 @@ macro_rules! suite {
 
                 #[test]
                 fn agrees_with_reference(program in program()) {
+                    check_program_with::<$counter>(&program, $new);
+                }
+            }
+
+            proptest! {
+                #![proptest_config(heavy())]
+
+                #[test]
+                #[ignore = "heavy: HEAVY_FACTOR times the cases; run with --ignored"]
+                fn agrees_with_reference_heavy(program in program()) {
                     check_program_with::<$counter>(&program, $new);
                 }
             }
