@@ -19,6 +19,10 @@ fn seeds() -> Vec<(&'static str, Program)> {
                 n: i % 5 + 1,
             },
             _ if i % 12 == 5 => Op::Race { rounds: 8 },
+            _ if i % 24 == 11 => Op::EndAtExit {
+                thread: i % 4,
+                session: i,
+            },
             _ => Op::Respawn { thread: i % 4 },
         })
         .collect();
@@ -52,6 +56,25 @@ fn seeds() -> Vec<(&'static str, Program)> {
                     end(3, 2),
                     Op::Race { rounds: 32 },
                     Op::Read { thread: 0 },
+                ],
+            ),
+        ),
+        (
+            "end-at-exit",
+            Program::new(
+                3,
+                vec![
+                    Op::Burst { thread: 0, n: 3 },
+                    Op::Read { thread: 1 },
+                    Op::EndAtExit {
+                        thread: 1,
+                        session: 0,
+                    },
+                    Op::EndAtExit {
+                        thread: 0,
+                        session: 1,
+                    },
+                    Op::Race { rounds: 8 },
                 ],
             ),
         ),

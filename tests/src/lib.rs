@@ -43,6 +43,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (thread(), 1..=MAX_BURST).prop_map(|(thread, n)| Op::Burst { thread, n }),
         1 => thread().prop_map(|thread| Op::Respawn { thread }),
         1 => (1..=MAX_RACE_ROUNDS).prop_map(|rounds| Op::Race { rounds }),
+        1 => (thread(), any::<u8>()).prop_map(|(thread, session)| Op::EndAtExit { thread, session }),
     ]
 }
 

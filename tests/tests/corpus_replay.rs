@@ -10,7 +10,7 @@ use livecount_tests::{FUZZ_TARGETS, fuzz_dir};
 
 /// Replays `fuzz/corpus/<target>/` (must hold at least one decodable input) and
 /// `fuzz/artifacts/<target>/` (optional) through `check_program::<C>`.
-fn replay<C: Counter + Default>(target: &str) {
+fn replay<C: Counter + Default + 'static>(target: &str) {
     let check = |program: &Program| check_program::<C>(program);
     let corpus = fuzz_dir().join("corpus").join(target);
     let replayed = replay_dir(&corpus, check).unwrap_or_else(|e| {

@@ -1,8 +1,10 @@
 //! [`check_program`]: runs a [`Program`] on real threads in lockstep and checks every step.
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::{Scope, ScopedJoinHandle};
+use std::time::Duration;
 
 use livecount::{Counter, Reference, Totals};
 
@@ -28,7 +30,7 @@ pub const FINAL_RACE_ROUNDS: usize = 32;
 /// ]);
 /// check_program::<Striped>(&program);
 /// ```
-pub fn check_program<C: Counter + Default>(program: &Program) {
+pub fn check_program<C: Counter + Default + 'static>(program: &Program) {
     check_program_with(program, C::default);
 }
 
@@ -42,12 +44,15 @@ pub fn check_program<C: Counter + Default>(program: &Program) {
 /// of the reference with the model; [`Op::Read`] does the same from a worker. [`Op::Race`]
 /// and a final race run every thread at once against a continuous reader held to the gauge
 /// read guarantee. At the end every open session is ended and the counter must read zero.
-pub fn check_program_with<C: Counter>(program: &Program, new_counter: impl FnOnce() -> C) {
+pub fn check_program_with<C: Counter + 'static>(
+    program: &Program,
+    new_counter: impl FnOnce() -> C,
+) {
     let program = program.normalized();
-    let counter = new_counter();
-    let oracle = Reference::new();
+    let counter = Arc::new(new_counter());
+    let oracle = Arc::new(Reference::new());
     let outcome = std::thread::scope(|scope| {
-        let mut driver = Driver::new(scope, &counter, &oracle, program.threads);
+        let mut driver = Driver::new(scope, counter, oracle, program.threads);
         let outcome = driver.run(&program.ops);
         outcome.and(driver.shut_down())
     });
@@ -83,19 +88,19 @@ struct Worker<'scope, C: Counter> {
 /// Runs the program: owns the open sessions and the model.
 struct Driver<'scope, 'env, C: Counter> {
     scope: &'scope Scope<'scope, 'env>,
-    counter: &'env C,
-    oracle: &'env Reference,
+    counter: Arc<C>,
+    oracle: Arc<Reference>,
     workers: Vec<Option<Worker<'scope, C>>>,
     /// Open sessions, oldest first.
     open: Vec<Session<C>>,
     model: Totals,
 }
 
-impl<'scope, 'env, C: Counter> Driver<'scope, 'env, C> {
+impl<'scope, 'env, C: Counter + 'static> Driver<'scope, 'env, C> {
     fn new(
         scope: &'scope Scope<'scope, 'env>,
-        counter: &'env C,
-        oracle: &'env Reference,
+        counter: Arc<C>,
+        oracle: Arc<Reference>,
         threads: u8,
     ) -> Self {
         let mut driver = Driver {
@@ -116,7 +121,7 @@ impl<'scope, 'env, C: Counter> Driver<'scope, 'env, C> {
     fn spawn(&self, t: usize) -> Worker<'scope, C> {
         let (commands, inbox) = mpsc::channel();
         let (outbox, replies) = mpsc::channel();
-        let (counter, oracle) = (self.counter, self.oracle);
+        let (counter, oracle) = (Arc::clone(&self.counter), Arc::clone(&self.oracle));
         let thread = std::thread::Builder::new()
             .name(format!("livecount-check-{t}"))
             .spawn_scoped(self.scope, move || {
@@ -162,6 +167,7 @@ impl<'scope, 'env, C: Counter> Driver<'scope, 'env, C> {
             Op::Read { thread } => self.read(thread.into()),
             Op::Respawn { thread } => self.respawn(thread.into()),
             Op::Race { rounds } => self.race(rounds.into()),
+            Op::EndAtExit { thread, session } => self.end_at_exit(thread.into(), session.into()),
         }
     }
 
@@ -203,15 +209,42 @@ impl<'scope, 'env, C: Counter> Driver<'scope, 'env, C> {
     }
 
     fn respawn(&mut self, t: usize) -> Result<(), String> {
+        self.replace(t, Command::Exit)
+    }
+
+    fn end_at_exit(&mut self, t: usize, index: usize) -> Result<(), String> {
+        if self.open.is_empty() {
+            return self.respawn(t);
+        }
+        let session = self.open.remove(index % self.open.len());
+        let from = session.started_on;
+        let (done, outcome) = mpsc::channel();
+        self.replace(t, Command::ExitEnding(session, done))?;
+        // The thread has been joined, so its thread-local destructors have run; the timeout
+        // only guards against a platform where join returns before they do.
+        match outcome.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => {
+                self.model.ended += 1;
+                Ok(())
+            }
+            Ok(Err(panic)) => Err(format!(
+                "decrement from a thread-local destructor on thread {t} panicked: {panic}"
+            )),
+            Err(_) => Err(format!(
+                "thread {t} exited without ending the session (started on thread {from}) \
+                 from its thread-local destructor"
+            )),
+        }
+    }
+
+    /// Sends `command` (which makes the worker exit), joins the thread, starts a new one.
+    fn replace(&mut self, t: usize, command: Command<C>) -> Result<(), String> {
         let worker = self.workers[t].take().expect("worker slots are refilled");
         // A failed send means the worker is already gone; `join` reports how.
-        let _ = worker.commands.send(Command::Exit);
-        worker
-            .thread
-            .join()
-            .map_err(|_| format!("worker thread {t} panicked before it could exit"))?;
+        let _ = worker.commands.send(command);
+        let joined = worker.thread.join();
         self.workers[t] = Some(self.spawn(t));
-        Ok(())
+        joined.map_err(|_| format!("worker thread {t} panicked before it could exit"))
     }
 
     /// A concurrent phase of `rounds` rounds per worker; the open sessions stay open.
@@ -227,7 +260,7 @@ impl<'scope, 'env, C: Counter> Driver<'scope, 'env, C> {
                 }
             }
         }
-        let reads = phase.read_until_finished(self.counter);
+        let reads = phase.read_until_finished(&*self.counter);
         let (mut started, mut ended, mut handed_off, mut received) = (0, 0, 0, 0);
         for t in joined.iter().copied() {
             match self.reply(t)? {
@@ -259,8 +292,8 @@ impl<'scope, 'env, C: Counter> Driver<'scope, 'env, C> {
 
     /// Exact comparison of the counter and the oracle with the model, read from the driver.
     fn verify(&self) -> Result<(), String> {
-        Observation::of(self.counter).expect("", self.model)?;
-        let oracle = Observation::of(self.oracle);
+        Observation::of(&*self.counter).expect("", self.model)?;
+        let oracle = Observation::of(&*self.oracle);
         if oracle.totals != Some(self.model) {
             return Err(format!(
                 "Reference totals() = {:?} but the model has {:?} (checker bug?)",

@@ -28,7 +28,9 @@
 //!   driver waits, so the expected value is exact after every step: `load`, `totals` (when
 //!   the implementation keeps them) and `is_idle` must equal the model's, and so must the
 //!   reference counter's. Sessions are started on one thread and usually ended on another;
-//!   [`Op::Respawn`] replaces a thread so per-thread state changes hands.
+//!   [`Op::Respawn`] replaces a thread so per-thread state changes hands, and
+//!   [`Op::EndAtExit`] ends a session from a thread-local destructor while the thread tears
+//!   down, after the counter's own per-thread registration is gone.
 //! * **Concurrent phases** ([`Op::Race`] and one at the end of every program): all threads
 //!   start and end sessions at once and hand some to each other, while the driver reads
 //!   continuously. Each read must lie within bounds computed from a tally the workers keep

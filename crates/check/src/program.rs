@@ -67,11 +67,22 @@ pub enum Op {
         /// Rounds per thread.
         rounds: u8,
     },
+    /// Thread `thread` exits and, while it tears down its thread-locals, a thread-local
+    /// destructor ends the open session at index `session % open` (after the counter's own
+    /// per-thread registration may already be gone, as when a runtime's worker thread drops
+    /// the tasks it still holds). A fresh OS thread takes its place. With no session open it
+    /// is a plain [`Op::Respawn`].
+    EndAtExit {
+        /// The thread that exits.
+        thread: u8,
+        /// Which open session to end, modulo the number open.
+        session: u8,
+    },
 }
 
 /// Number of [`Op`] variants, in declaration order (the derived `Arbitrary` picks a variant
 /// from a `u32` as `(tag * VARIANTS) >> 32`).
-const VARIANTS: u64 = 6;
+const VARIANTS: u64 = 7;
 
 impl Op {
     /// The thread this operation runs on, or `None` for [`Op::Race`], which runs on all.
@@ -81,7 +92,8 @@ impl Op {
             | Op::End { thread, .. }
             | Op::Read { thread }
             | Op::Burst { thread, .. }
-            | Op::Respawn { thread } => Some(thread),
+            | Op::Respawn { thread }
+            | Op::EndAtExit { thread, .. } => Some(thread),
             Op::Race { .. } => None,
         }
     }
@@ -105,6 +117,10 @@ impl Op {
             Op::Race { rounds } => Op::Race {
                 rounds: wrap_into(rounds, MAX_RACE_ROUNDS),
             },
+            Op::EndAtExit { thread, session } => Op::EndAtExit {
+                thread: t(thread),
+                session,
+            },
         }
     }
 
@@ -118,6 +134,7 @@ impl Op {
             Op::Burst { thread, n } => (3, vec![thread, n]),
             Op::Respawn { thread } => (4, vec![thread]),
             Op::Race { rounds } => (5, vec![rounds]),
+            Op::EndAtExit { thread, session } => (6, vec![thread, session]),
         }
     }
 }

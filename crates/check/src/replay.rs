@@ -80,7 +80,7 @@ pub fn files_in(dir: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 /// The message of a panic payload (`&str` or `String`), or a placeholder.
-fn panic_message(payload: &(dyn Any + Send)) -> &str {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
     payload
         .downcast_ref::<&str>()
         .copied()
@@ -142,6 +142,10 @@ mod tests {
                 Op::Burst { thread: 0, n: 16 },
                 Op::Respawn { thread: 3 },
                 Op::Race { rounds: 32 },
+                Op::EndAtExit {
+                    thread: 1,
+                    session: 7,
+                },
             ],
         );
         assert_eq!(decode(&every_variant.encode()), Some(every_variant));

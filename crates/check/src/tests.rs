@@ -17,7 +17,7 @@ use crate::{Op, Program, check_program, check_program_with};
 struct Ticket;
 
 /// The panic message of `check_program::<C>(program)`, or `None` if it passed.
-fn failure_of<C: Counter + Default>(program: &Program) -> Option<String> {
+fn failure_of<C: Counter + Default + 'static>(program: &Program) -> Option<String> {
     let caught = panic::catch_unwind(|| check_program::<C>(program)).err()?;
     Some(match caught.downcast::<String>() {
         Ok(message) => *message,
@@ -55,6 +55,15 @@ fn tour() -> Program {
                 session: 255,
             },
             Op::Read { thread: 2 },
+            Op::Burst { thread: 2, n: 2 },
+            Op::EndAtExit {
+                thread: 2,
+                session: 1,
+            },
+            Op::EndAtExit {
+                thread: 0,
+                session: 0,
+            },
         ],
     )
 }
@@ -83,6 +92,13 @@ fn empty_and_edge_programs_pass() {
         }],
     ));
     check_program::<PerThread>(&p(2, vec![Op::Respawn { thread: 1 }; 4]));
+    check_program::<Sharded>(&p(
+        2,
+        vec![Op::EndAtExit {
+            thread: 0,
+            session: 0,
+        }],
+    ));
 }
 
 // === broken: loses every 7th end (a missed decrement: a ghost session) ===
@@ -295,6 +311,64 @@ fn a_slow_but_correct_read_passes() {
     for _ in 0..3 {
         check_program::<SlowButRight>(&racy_program());
     }
+}
+
+// === broken: an end made while the thread tears down its thread-locals is lost ===
+
+/// Per-thread state with a destructor, like a counter's thread registration: it is
+/// registered at first use and destroyed at thread exit.
+struct Registration;
+
+impl Drop for Registration {
+    fn drop(&mut self) {}
+}
+
+thread_local! {
+    static REGISTERED: Registration = const { Registration };
+}
+
+/// Exact, except that a decrement made after this thread's thread-local state is gone is
+/// dropped (a per-thread counter that forgot its teardown fallback).
+#[derive(Debug, Default)]
+struct LosesTeardownEnds(Single);
+
+impl Counter for LosesTeardownEnds {
+    type Token = <Single as Counter>::Token;
+    fn increment(&self) -> Self::Token {
+        REGISTERED.with(|_| ());
+        self.0.increment()
+    }
+    fn decrement(&self, token: Self::Token) {
+        if REGISTERED.try_with(|_| ()).is_ok() {
+            self.0.decrement(token);
+        }
+    }
+    fn load(&self) -> u64 {
+        self.0.load()
+    }
+    fn totals(&self) -> Option<Totals> {
+        None
+    }
+}
+
+#[test]
+fn an_end_lost_during_thread_teardown_is_caught() {
+    let program = p(
+        2,
+        vec![
+            Op::Start { thread: 1 },
+            Op::Read { thread: 1 }, // thread 1 registers with the counter
+            Op::EndAtExit {
+                thread: 1,
+                session: 0,
+            },
+        ],
+    );
+    let message = failure_of::<LosesTeardownEnds>(&program).expect("caught");
+    assert!(
+        message.contains("at op #2") && message.contains("load() = 1 but 0 sessions"),
+        "{message}"
+    );
 }
 
 // === broken: a counter method that panics (on a worker thread) is reported, not hung ===

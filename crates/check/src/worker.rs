@@ -1,5 +1,8 @@
 //! The worker thread behind each virtual thread: it runs one command at a time for the driver.
 
+use std::cell::RefCell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 
 use livecount::{Counter, Reference, Token, Totals};
@@ -85,6 +88,9 @@ pub(crate) enum Command<C: Counter> {
     Race(race::Job<C>),
     /// Exit the thread.
     Exit,
+    /// Exit the thread, ending this session from a thread-local destructor; the outcome
+    /// (`Err` with the panic message if the end panicked) is sent on the channel.
+    ExitEnding(Session<C>, Sender<Result<(), String>>),
 }
 
 /// A worker's answer to one [`Command`] (`Exit` has none).
@@ -99,15 +105,52 @@ pub(crate) enum Reply<C: Counter> {
     Raced(race::Report),
 }
 
+/// Work queued for this thread's teardown.
+struct AtExit(RefCell<Vec<Box<dyn FnOnce()>>>);
+
+impl Drop for AtExit {
+    fn drop(&mut self) {
+        for job in self.0.get_mut().drain(..) {
+            job();
+        }
+    }
+}
+
+thread_local! {
+    static AT_EXIT: AtExit = const { AtExit(RefCell::new(Vec::new())) };
+}
+
+/// Queues `session`'s end for this thread's teardown; reports on `done` when it has run.
+fn end_at_exit<C: Counter + 'static>(
+    session: Session<C>,
+    counter: Arc<C>,
+    oracle: Arc<Reference>,
+    done: Sender<Result<(), String>>,
+) {
+    let job = move || {
+        let ended = panic::catch_unwind(AssertUnwindSafe(|| session.end(&*counter, &oracle)))
+            .map_err(|panic| crate::replay::panic_message(&*panic).to_string());
+        // The driver waits for this after joining the thread; it may have given up already.
+        let _ = done.send(ended);
+    };
+    AT_EXIT.with(|at_exit| at_exit.0.borrow_mut().push(Box::new(job)));
+}
+
 /// The body of worker thread `thread`: runs commands until told to exit or until the driver
 /// hangs up.
-pub(crate) fn run<C: Counter>(
+pub(crate) fn run<C: Counter + 'static>(
     thread: usize,
-    counter: &C,
-    oracle: &Reference,
+    counter: Arc<C>,
+    oracle: Arc<Reference>,
     commands: Receiver<Command<C>>,
     replies: Sender<Reply<C>>,
 ) {
+    // Register the teardown hook before the counter registers its own per-thread state:
+    // thread-local destructors run in reverse order of registration (on the platforms we
+    // run), so the hook's ends come after the counter has let go of this thread's index.
+    AT_EXIT.with(|_| ());
+    let (counter_arc, oracle_arc) = (counter, oracle);
+    let (counter, oracle) = (&*counter_arc, &*oracle_arc);
     for command in commands {
         let reply = match command {
             Command::Start(n) => Reply::Started(
@@ -125,6 +168,11 @@ pub(crate) fn run<C: Counter>(
             },
             Command::Race(job) => Reply::Raced(race::work(counter, oracle, job)),
             Command::Exit => return,
+            Command::ExitEnding(session, done) => {
+                let counter = Arc::clone(&counter_arc);
+                end_at_exit(session, counter, Arc::clone(&oracle_arc), done);
+                return;
+            }
         };
         if replies.send(reply).is_err() {
             return;
