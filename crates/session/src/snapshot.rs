@@ -1,0 +1,119 @@
+//! [`Snapshot`]: one coherent reading of a tracker.
+
+use std::time::{Duration, Instant};
+
+use crate::phase::Phase;
+use crate::reason::{ByReason, EndReason};
+use crate::tally::Reading;
+
+/// One coherent reading of a [`SessionTracker`](crate::SessionTracker): every field is from
+/// the same read, and the fields agree with each other *by construction*:
+///
+/// * `active == started - ended` and `started >= ended`;
+/// * `ended == ended_by_reason.total()`;
+/// * `listening + generating == active`.
+///
+/// Under concurrent starts and ends, `active` has the gauge read guarantee of
+/// [`livecount::Counter`]: never negative, never below the sessions open during the whole read,
+/// never above those started before it returned. `generating` has it too (it is its own
+/// counter), clamped to `active`; `listening` is the rest.
+///
+/// ```
+/// use livecount_session::{EndReason, Phase, SessionTracker};
+///
+/// let tracker: SessionTracker = SessionTracker::new();
+/// let mut talking = tracker.start();
+/// talking.set_phase(Phase::Generating);
+/// let _silent = tracker.start();
+/// tracker.start().end(EndReason::Cancelled);
+///
+/// let s = tracker.snapshot();
+/// assert_eq!((s.started, s.ended, s.active), (3, 1, 2));
+/// assert_eq!((s.listening, s.generating), (1, 1));
+/// assert_eq!(s.ended_by(EndReason::Cancelled), 1);
+/// assert!(tracker.snapshot().sequence > s.sequence);
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Increases with every snapshot a tracker takes (starting at 1).
+    pub sequence: u64,
+    /// When it was taken.
+    pub taken_at: Instant,
+    /// Sessions started so far.
+    pub started: u64,
+    /// Sessions ended so far (the sum of `ended_by_reason`).
+    pub ended: u64,
+    /// Sessions open: `started - ended`.
+    pub active: u64,
+    /// Open sessions in [`Phase::Listening`].
+    pub listening: u64,
+    /// Open sessions in [`Phase::Generating`].
+    pub generating: u64,
+    /// Ended sessions, per reason.
+    pub ended_by_reason: ByReason,
+}
+
+impl Snapshot {
+    pub(crate) fn from_reading(sequence: u64, taken_at: Instant, reading: Reading) -> Self {
+        let ended = reading.ended_by_reason.total();
+        Snapshot {
+            sequence,
+            taken_at,
+            started: reading.started,
+            ended,
+            active: reading.active,
+            listening: reading.active - reading.generating,
+            generating: reading.generating,
+            ended_by_reason: reading.ended_by_reason,
+        }
+    }
+
+    /// Open sessions in `phase`.
+    ///
+    /// ```
+    /// # use livecount_session::{Phase, SessionTracker};
+    /// # let tracker: SessionTracker = SessionTracker::new();
+    /// let _session = tracker.start();
+    /// assert_eq!(tracker.snapshot().in_phase(Phase::Listening), 1);
+    /// ```
+    pub fn in_phase(&self, phase: Phase) -> u64 {
+        match phase {
+            Phase::Listening => self.listening,
+            Phase::Generating => self.generating,
+        }
+    }
+
+    /// Sessions ended for `reason`.
+    pub fn ended_by(&self, reason: EndReason) -> u64 {
+        self.ended_by_reason.get(reason)
+    }
+
+    /// How old the snapshot is at `now` (zero if `now` is earlier).
+    ///
+    /// ```
+    /// # use livecount_session::SessionTracker;
+    /// # use std::time::Duration;
+    /// # let tracker: SessionTracker = SessionTracker::new();
+    /// let s = tracker.snapshot();
+    /// assert_eq!(s.age(s.taken_at + Duration::from_secs(30)), Duration::from_secs(30));
+    /// ```
+    pub fn age(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.taken_at)
+    }
+
+    /// Whether the fields agree as documented; always `true` for a snapshot from a tracker
+    /// (the tests assert it on every snapshot they take).
+    ///
+    /// ```
+    /// # use livecount_session::SessionTracker;
+    /// # let tracker: SessionTracker = SessionTracker::new();
+    /// assert!(tracker.snapshot().is_consistent());
+    /// ```
+    pub fn is_consistent(&self) -> bool {
+        self.started >= self.ended
+            && self.active == self.started - self.ended
+            && self.ended == self.ended_by_reason.total()
+            && self.listening + self.generating == self.active
+    }
+}
