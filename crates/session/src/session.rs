@@ -182,6 +182,24 @@ impl<C: Counter, M> Session<C, M> {
         self.core.touch_at(Instant::now());
     }
 
+    /// Records activity at `now` (a frame's timestamp, a virtual clock). Activity never moves
+    /// backwards: an earlier `now` than the last recorded one changes nothing.
+    ///
+    /// ```
+    /// use livecount_session::SessionTracker;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let session = tracker.start();
+    /// let t = Instant::now() + Duration::from_secs(100);
+    /// session.touch_at(t);
+    /// assert!(tracker.reap_at(t + Duration::from_secs(59), Duration::from_secs(60)).is_empty());
+    /// assert_eq!(tracker.reap_at(t + Duration::from_secs(61), Duration::from_secs(60)).len(), 1);
+    /// ```
+    pub fn touch_at(&self, now: Instant) {
+        self.core.touch_at(now);
+    }
+
     /// Why the session ended, or `None` while it is live.
     pub fn reason(&self) -> Option<EndReason> {
         self.core.life.reason()
@@ -233,6 +251,11 @@ impl<C: Counter, M> EndHandle<C, M> {
     /// Records activity now (a heartbeat, a frame received), so the reaper leaves it alone.
     pub fn touch(&self) {
         self.core.touch_at(Instant::now());
+    }
+
+    /// Records activity at `now`; see [`Session::touch_at`].
+    pub fn touch_at(&self, now: Instant) {
+        self.core.touch_at(now);
     }
 
     /// Whether the session has ended.

@@ -1,0 +1,247 @@
+//! loom models of the session ending protocol: exhaustive interleavings (with a preemption
+//! bound) of racing enders, a phase change racing an end, the reaper racing a normal end, and
+//! snapshots / their publication racing ends, under the C++11 memory model.
+//!
+//! What loom explores: the per-session state word, the two token cells (loom's `UnsafeCell`
+//! reports any access that is not exclusive), the `livecount` counters and the per-reason
+//! cells, all of which switch to loom types under `--cfg livecount_loom`. The registry
+//! (sharded-slab and the key journal) keeps `std` atomics and mutexes, which loom sees as
+//! single steps: it is present but not explored.
+//!
+//! Run with `scripts/loom.sh` (release, debug assertions, `LOOM_MAX_PREEMPTIONS`, default 3).
+//! Each model uses at most four threads including the main thread.
+#![cfg(livecount_loom)]
+
+use std::time::{Duration, Instant};
+
+use livecount::{Counter, Sharded, Single};
+use livecount_session::{EndReason, Phase, Reporter, SessionTracker, Snapshot};
+use loom::sync::Arc;
+use loom::thread;
+
+/// Runs `f` under loom with a preemption bound of `default_bound` unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise. `max_duration` / `max_permutations` are never set:
+/// hitting them ends the exploration early and still reports a pass.
+fn model(default_bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(default_bound);
+    }
+    if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
+        builder.max_branches = 10_000;
+    }
+    builder.check(f);
+}
+
+/// After every session has ended: nothing active, everything balanced, one reason per end.
+fn assert_balanced<C: Counter>(tracker: &SessionTracker<C>, sessions: u64) -> Snapshot {
+    let s = tracker.snapshot();
+    assert!(s.is_consistent(), "inconsistent snapshot {s:?}");
+    assert_eq!(
+        tracker.active(),
+        0,
+        "the counter was not decremented exactly once"
+    );
+    assert_eq!(
+        (s.started, s.ended, s.active),
+        (sessions, sessions, 0),
+        "{s:?}"
+    );
+    assert_eq!((s.listening, s.generating), (0, 0), "{s:?}");
+    s
+}
+
+/// Three enders (timeout, cancel, disconnect) on their own threads race the guard's drop on
+/// the main thread: exactly one wins, its reason is the one recorded, the counter is
+/// decremented once.
+#[test]
+fn three_enders_race_the_drop() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::new();
+        let session = tracker.start();
+        let enders: Vec<_> = [
+            EndReason::TimedOut,
+            EndReason::Cancelled,
+            EndReason::Disconnected,
+        ]
+        .into_iter()
+        .map(|reason| {
+            let handle = session.handle();
+            thread::spawn(move || (reason, handle.end(reason)))
+        })
+        .collect();
+        let observer = session.handle();
+        drop(session); // ends with `Dropped` unless an ender already won
+        let winners: Vec<EndReason> = enders
+            .into_iter()
+            .map(|e| e.join().unwrap())
+            .filter_map(|(reason, won)| won.then_some(reason))
+            .collect();
+        assert!(winners.len() <= 1, "two enders won: {winners:?}");
+        let recorded = observer.reason().expect("ended");
+        let expected = winners.first().copied().unwrap_or(EndReason::Dropped);
+        assert_eq!(recorded, expected);
+        let s = assert_balanced(&tracker, 1);
+        assert_eq!(s.ended_by(expected), 1, "{s:?}");
+    });
+}
+
+/// A phase change on the owner's thread races two enders: the `generating` token is given
+/// back exactly once, whichever side gets there, and the end never waits for the change.
+#[test]
+fn phase_change_races_end() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::new();
+        let mut session = tracker.start();
+        let enders: Vec<_> = [EndReason::TimedOut, EndReason::Disconnected]
+            .into_iter()
+            .map(|reason| {
+                let handle = session.handle();
+                thread::spawn(move || handle.end(reason))
+            })
+            .collect();
+        session.set_phase(Phase::Generating);
+        session.set_phase(Phase::Listening);
+        session.set_phase(Phase::Generating);
+        let wins = enders
+            .into_iter()
+            .map(|e| usize::from(e.join().unwrap()))
+            .sum::<usize>();
+        assert_eq!(
+            wins, 1,
+            "exactly one ender wins (the owner never ends it here)"
+        );
+        assert_eq!(session.phase(), None);
+        drop(session);
+        assert_balanced(&tracker, 1);
+    });
+}
+
+/// The reaper force-ends a leaked-looking session while its handler completes it: exactly one
+/// of them wins, and the reaper reports the session only if it won.
+#[test]
+fn reaper_races_a_normal_end() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::new();
+        let session = tracker.start();
+        let handle = session.handle();
+        let completer = thread::spawn(move || handle.end(EndReason::Completed));
+        let reaper = {
+            let tracker = tracker.clone();
+            let later = Instant::now() + Duration::from_secs(3600);
+            thread::spawn(move || tracker.reap_at(later, Duration::from_secs(60)).len())
+        };
+        let completed = completer.join().unwrap();
+        let reaped = reaper.join().unwrap();
+        assert_eq!(
+            usize::from(completed) + reaped,
+            1,
+            "exactly one of them ends it"
+        );
+        let expected = if completed {
+            EndReason::Completed
+        } else {
+            EndReason::Reaped
+        };
+        assert_eq!(session.reason(), Some(expected));
+        drop(session);
+        let s = assert_balanced(&tracker, 1);
+        assert_eq!(s.ended_by(expected), 1);
+    });
+}
+
+/// Four enders on one session (timeout, cancel, disconnect, and the drop on the main thread
+/// after a shutdown by id).
+#[test]
+fn four_enders_by_handle_and_id() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::new();
+        let session = tracker.start();
+        let id = session.id();
+        let mut enders: Vec<_> = [EndReason::TimedOut, EndReason::Cancelled]
+            .into_iter()
+            .map(|reason| {
+                let handle = session.handle();
+                thread::spawn(move || usize::from(handle.end(reason)))
+            })
+            .collect();
+        let by_id = tracker.clone();
+        enders.push(thread::spawn(move || {
+            usize::from(by_id.end(id, EndReason::Shutdown))
+        }));
+        let ours = usize::from(session.end(EndReason::Disconnected));
+        let wins: usize = enders.into_iter().map(|e| e.join().unwrap()).sum::<usize>() + ours;
+        assert_eq!(wins, 1);
+        drop(session);
+        assert_balanced(&tracker, 1);
+    });
+}
+
+/// Snapshots taken while sessions end (one generating) are coherent, never count an end
+/// without its start, and never miss a session open during the whole read. `Sharded` keeps
+/// totals with Relaxed start bumps: the weakest ordering the snapshot argument must survive.
+#[test]
+fn snapshot_races_ends() {
+    model(3, || {
+        let tracker = SessionTracker::<Sharded>::with_counters(
+            Sharded::with_shards(2),
+            Sharded::with_shards(2),
+        );
+        let kept = tracker.start(); // open throughout
+        let mut racing = tracker.start();
+        racing.set_phase(Phase::Generating);
+        let ender = thread::spawn(move || {
+            racing.end(EndReason::Failed);
+        });
+        let reader = {
+            let tracker = tracker.clone();
+            thread::spawn(move || {
+                let s = tracker.snapshot();
+                assert!(s.is_consistent(), "{s:?}");
+                assert!(s.active >= 1, "missed the session open throughout: {s:?}");
+                assert!(s.started <= 2 && s.ended <= 1, "{s:?}");
+            })
+        };
+        ender.join().unwrap();
+        reader.join().unwrap();
+        drop(kept);
+        assert_balanced(&tracker, 2);
+    });
+}
+
+/// The reporter publishes while sessions end and a poller reads: every published report is
+/// one snapshot (coherent), and a poller never sees the sequence go backwards.
+#[test]
+fn publication_is_never_torn() {
+    model(3, || {
+        let tracker = SessionTracker::<Sharded>::with_counters(
+            Sharded::with_shards(2),
+            Sharded::with_shards(2),
+        );
+        let reporter = Arc::new(Reporter::new(tracker.clone()));
+        let session = tracker.start();
+        let ender = thread::spawn(move || {
+            session.end(EndReason::Completed);
+        });
+        let sampler = {
+            let reporter = Arc::clone(&reporter);
+            thread::spawn(move || {
+                reporter.sample();
+                reporter.sample();
+            })
+        };
+        let mut last = 0;
+        for _ in 0..2 {
+            if let Some(report) = reporter.latest() {
+                assert!(report.snapshot.is_consistent(), "{report:?}");
+                assert!(report.snapshot.sequence >= last, "sequence went backwards");
+                last = report.snapshot.sequence;
+            }
+        }
+        ender.join().unwrap();
+        sampler.join().unwrap();
+        let report = reporter.sample();
+        assert!(report.snapshot.is_consistent());
+        assert_eq!(report.snapshot.ended, 1);
+    });
+}

@@ -1,0 +1,295 @@
+//! A proptest state machine: random programs of start / set-phase / touch / end / clone-handle
+//! / drop / forget / advance-the-clock / reap / snapshot, run against the tracker and against
+//! a plain model, for every counter.
+//!
+//! Checked after every step: the snapshot equals the model's counts (so `active = started -
+//! ended`, phases sum to `active`, reasons sum to `ended`), every `end` returns `true` exactly
+//! when the model had the session live (nothing ends twice), reaping ends exactly the sessions
+//! the model says are idle, and the registry lists exactly the live sessions.
+//!
+//! Cases: `PROPTEST_CASES` (default 256), read here because `Config::with_cases` ignores it.
+
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped};
+use livecount_session::{EndHandle, EndReason, Phase, Session, SessionTracker};
+use proptest::prelude::*;
+use proptest::test_runner::Config;
+use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
+
+/// One session as the model sees it.
+#[derive(Clone, Debug)]
+struct ModelSession {
+    ended: Option<EndReason>,
+    phase: Phase,
+    /// Virtual seconds of the last touch.
+    last_activity: u64,
+    /// Whether the guard is still held (not dropped, not forgotten).
+    guard: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Model {
+    sessions: Vec<ModelSession>,
+    /// For every cloned handle: the session it ends.
+    handles: Vec<usize>,
+    /// Virtual seconds since the test's base instant.
+    now: u64,
+    /// What the last transition must return: `end`'s result, or the sessions a reap ended.
+    expect_end: bool,
+    expect_reaped: BTreeSet<usize>,
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Start,
+    SetPhase(usize, Phase),
+    Touch(usize),
+    TouchByHandle(usize),
+    End(usize, EndReason),
+    EndByHandle(usize, EndReason),
+    CloneHandle(usize),
+    Drop(usize),
+    Forget(usize),
+    Advance(u64),
+    Reap(u64),
+    Snapshot,
+}
+
+fn reason() -> impl Strategy<Value = EndReason> {
+    prop::sample::select(EndReason::ALL.to_vec())
+}
+
+impl ReferenceStateMachine for Model {
+    type State = Model;
+    type Transition = Step;
+
+    fn init_state() -> BoxedStrategy<Model> {
+        Just(Model::default()).boxed()
+    }
+
+    fn transitions(state: &Model) -> BoxedStrategy<Step> {
+        let n = state.sessions.len().max(1);
+        let h = state.handles.len().max(1);
+        let phase = prop::sample::select(Phase::ALL.to_vec());
+        prop_oneof![
+            3 => Just(Step::Start),
+            2 => (0..n, phase).prop_map(|(i, p)| Step::SetPhase(i, p)),
+            1 => (0..n).prop_map(Step::Touch),
+            1 => (0..h).prop_map(Step::TouchByHandle),
+            2 => (0..n, reason()).prop_map(|(i, r)| Step::End(i, r)),
+            2 => (0..h, reason()).prop_map(|(i, r)| Step::EndByHandle(i, r)),
+            2 => (0..n).prop_map(Step::CloneHandle),
+            1 => (0..n).prop_map(Step::Drop),
+            1 => (0..n).prop_map(Step::Forget),
+            2 => (1..120u64).prop_map(Step::Advance),
+            1 => (0..120u64).prop_map(Step::Reap),
+            1 => Just(Step::Snapshot),
+        ]
+        .boxed()
+    }
+
+    fn preconditions(state: &Model, step: &Step) -> bool {
+        let guard = |i: usize| state.sessions.get(i).is_some_and(|s| s.guard);
+        match *step {
+            Step::SetPhase(i, _) | Step::Touch(i) | Step::End(i, _) | Step::Drop(i) => guard(i),
+            Step::Forget(i) | Step::CloneHandle(i) => guard(i),
+            Step::TouchByHandle(h) | Step::EndByHandle(h, _) => h < state.handles.len(),
+            Step::Start | Step::Advance(_) | Step::Reap(_) | Step::Snapshot => true,
+        }
+    }
+
+    fn apply(mut state: Model, step: &Step) -> Model {
+        state.expect_end = false;
+        state.expect_reaped.clear();
+        let now = state.now;
+        match *step {
+            Step::Start => state.sessions.push(ModelSession {
+                ended: None,
+                phase: Phase::Listening,
+                last_activity: now,
+                guard: true,
+            }),
+            Step::SetPhase(i, phase) => {
+                // `set_phase` also touches, at the real clock, which is behind the virtual
+                // one: no change to the virtual last activity.
+                if state.sessions[i].ended.is_none() {
+                    state.sessions[i].phase = phase;
+                }
+            }
+            Step::Touch(i) => state.sessions[i].last_activity = now,
+            Step::TouchByHandle(h) => state.sessions[state.handles[h]].last_activity = now,
+            Step::End(i, reason) => state.expect_end = end(&mut state.sessions[i], reason),
+            Step::EndByHandle(h, reason) => {
+                let i = state.handles[h];
+                state.expect_end = end(&mut state.sessions[i], reason);
+            }
+            Step::CloneHandle(i) => state.handles.push(i),
+            Step::Drop(i) => {
+                state.sessions[i].guard = false;
+                end(&mut state.sessions[i], EndReason::Dropped);
+            }
+            Step::Forget(i) => state.sessions[i].guard = false,
+            Step::Advance(secs) => state.now += secs,
+            Step::Reap(idle) => {
+                for (i, s) in state.sessions.iter_mut().enumerate() {
+                    if s.ended.is_none() && now - s.last_activity > idle {
+                        s.ended = Some(EndReason::Reaped);
+                        state.expect_reaped.insert(i);
+                    }
+                }
+            }
+            Step::Snapshot => {}
+        }
+        state
+    }
+}
+
+/// Ends a model session; `true` if it was live.
+fn end(session: &mut ModelSession, reason: EndReason) -> bool {
+    let live = session.ended.is_none();
+    if live {
+        session.ended = Some(reason);
+    }
+    live
+}
+
+/// The tracker and everything the program holds.
+struct System<C: Counter> {
+    tracker: SessionTracker<C>,
+    base: Instant,
+    guards: Vec<Option<Session<C>>>,
+    ids: Vec<livecount_session::SessionId>,
+    handles: Vec<EndHandle<C>>,
+}
+
+struct SessionMachine<C>(PhantomData<C>);
+
+fn guard<C: Counter>(sys: &System<C>, i: usize) -> &Session<C> {
+    sys.guards[i]
+        .as_ref()
+        .expect("the precondition keeps the guard")
+}
+
+impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
+    type SystemUnderTest = System<C>;
+    type Reference = Model;
+
+    fn init_test(_: &Model) -> System<C> {
+        System {
+            tracker: SessionTracker::new(),
+            base: Instant::now(),
+            guards: Vec::new(),
+            ids: Vec::new(),
+            handles: Vec::new(),
+        }
+    }
+
+    fn apply(mut sys: System<C>, model: &Model, step: Step) -> System<C> {
+        let now = sys.base + Duration::from_secs(model.now);
+        match step {
+            Step::Start => {
+                let session = sys.tracker.start();
+                session.touch_at(now); // started "now" on the virtual clock
+                sys.ids.push(session.id());
+                sys.guards.push(Some(session));
+            }
+            Step::SetPhase(i, phase) => {
+                let live = model.sessions[i].ended.is_none();
+                let session = sys.guards[i].as_mut().unwrap();
+                assert_eq!(session.set_phase(phase), live);
+            }
+            Step::Touch(i) => guard(&sys, i).touch_at(now),
+            Step::TouchByHandle(h) => sys.handles[h].touch_at(now),
+            Step::End(i, reason) => assert_eq!(guard(&sys, i).end(reason), model.expect_end),
+            Step::EndByHandle(h, reason) => {
+                assert_eq!(sys.handles[h].end(reason), model.expect_end);
+            }
+            Step::CloneHandle(i) => {
+                let handle = guard(&sys, i).handle();
+                sys.handles.push(handle);
+            }
+            Step::Drop(i) => drop(sys.guards[i].take()),
+            Step::Forget(i) => std::mem::forget(sys.guards[i].take()),
+            Step::Advance(_) | Step::Snapshot => {}
+            Step::Reap(idle) => {
+                let reaped: BTreeSet<usize> = sys
+                    .tracker
+                    .reap_at(now, Duration::from_secs(idle))
+                    .iter()
+                    .map(|info| sys.ids.iter().position(|&id| id == info.id).unwrap())
+                    .collect();
+                assert_eq!(reaped, model.expect_reaped);
+            }
+        }
+        sys
+    }
+
+    fn check_invariants(sys: &System<C>, model: &Model) {
+        let s = sys.tracker.snapshot();
+        assert!(s.is_consistent(), "{s:?}");
+        let live = || model.sessions.iter().filter(|m| m.ended.is_none());
+        assert_eq!(s.started, model.sessions.len() as u64);
+        assert_eq!(s.active, live().count() as u64);
+        assert_eq!(s.ended, s.started - s.active);
+        assert_eq!(sys.tracker.active(), s.active);
+        let generating = live().filter(|m| m.phase == Phase::Generating).count() as u64;
+        assert_eq!(
+            (s.generating, s.listening),
+            (generating, s.active - generating)
+        );
+        for reason in EndReason::ALL {
+            let n = model.sessions.iter().filter(|m| m.ended == Some(reason));
+            assert_eq!(s.ended_by(reason), n.count() as u64, "{reason}");
+        }
+        let mut listed: Vec<_> = sys.tracker.sessions().iter().map(|i| i.id).collect();
+        let mut expected: Vec<_> = (0..model.sessions.len())
+            .filter(|&i| model.sessions[i].ended.is_none())
+            .map(|i| sys.ids[i])
+            .collect();
+        listed.sort();
+        expected.sort();
+        assert_eq!(
+            listed, expected,
+            "the registry lists exactly the live sessions"
+        );
+        for (i, m) in model.sessions.iter().enumerate() {
+            if let Some(guard) = &sys.guards[i] {
+                assert_eq!(guard.reason(), m.ended);
+                assert_eq!(guard.phase(), m.ended.is_none().then_some(m.phase));
+            }
+        }
+    }
+
+    fn teardown(sys: System<C>, _: Model) {
+        // Reap the forgotten guards so the tracker (and its counters) can be freed.
+        sys.tracker
+            .reap_at(sys.base + Duration::from_secs(1 << 40), Duration::ZERO);
+        drop(sys);
+    }
+}
+
+fn config() -> Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    Config::with_cases(cases)
+}
+
+prop_state_machine! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn per_thread(sequential 1..64 => SessionMachine<PerThread>);
+    #[test]
+    fn sharded(sequential 1..64 => SessionMachine<Sharded>);
+    #[test]
+    fn striped(sequential 1..64 => SessionMachine<Striped>);
+    #[test]
+    fn single(sequential 1..64 => SessionMachine<Single>);
+    #[test]
+    fn reference(sequential 1..64 => SessionMachine<Reference>);
+}
