@@ -105,7 +105,7 @@ impl fmt::Display for EndReason {
 /// assert_eq!(by_reason.get(EndReason::Dropped), 1);
 /// assert_eq!(by_reason.total(), 2);
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct ByReason {
     counts: [u64; EndReason::COUNT],
 }
@@ -144,5 +144,13 @@ impl ByReason {
             *now = now.saturating_sub(then);
         }
         ByReason { counts }
+    }
+}
+
+impl fmt::Debug for ByReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.iter().map(|(reason, n)| (reason.as_str(), n)))
+            .finish()
     }
 }

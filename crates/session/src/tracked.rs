@@ -14,6 +14,7 @@ use pin_project_lite::pin_project;
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
 
+use crate::phase::Phase;
 use crate::reason::EndReason;
 use crate::reporter::Reporter;
 use crate::session::{EndHandle, Session};
@@ -190,6 +191,35 @@ impl<S: Stream, C: Counter, M> TrackedStream<S, C, M> {
             .expect("TrackedStream::handle after the stream ended")
             .0
             .handle()
+    }
+}
+
+impl<S, C: Counter, M> TrackedStream<S, C, M> {
+    /// Moves the tracked session to `phase`; `false` once it has ended.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use livecount_session::{Phase, SessionTracker};
+    /// use std::time::Duration;
+    ///
+    /// let tracker: SessionTracker = SessionTracker::new();
+    /// # struct Never;
+    /// # impl futures_core::Stream for Never {
+    /// #     type Item = ();
+    /// #     fn poll_next(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>)
+    /// #         -> std::task::Poll<Option<()>> { std::task::Poll::Pending }
+    /// # }
+    /// let mut stream = std::pin::pin!(tracker.track_stream(Never, Duration::from_secs(5)));
+    /// assert!(stream.as_mut().set_phase(Phase::Generating));
+    /// assert_eq!(tracker.snapshot().generating, 1);
+    /// # }
+    /// ```
+    pub fn set_phase(self: Pin<&mut Self>, phase: Phase) -> bool {
+        match self.project().session {
+            Some(guard) => guard.0.set_phase(phase),
+            None => false,
+        }
     }
 }
 
