@@ -33,9 +33,16 @@ for target in "${targets[@]}"; do
     log="fuzz/target/fuzz-$target.log"
     echo "fuzz/run.sh: $target for ${seconds}s (full log: $log)"
     # -max_len: programs of up to ~85 operations; longer ones add cost, not coverage.
+    # With SCRATCH=1 (what scripts/test.sh uses) new inputs go to a throw-away directory and
+    # the committed corpus is only read, so a test run leaves the work tree clean.
+    corpora=()
+    if [[ "${SCRATCH:-0}" == 1 ]]; then
+        scratch="$(mktemp -d)"
+        corpora=("$scratch" "fuzz/corpus/$target")
+    fi
     status=0
-    cargo fuzz run -s none "$target" -- -max_total_time="$seconds" -max_len=512 >"$log" 2>&1 ||
-        status=$?
+    cargo fuzz run -s none "$target" "${corpora[@]}" -- -max_total_time="$seconds" -max_len=512 \
+        >"$log" 2>&1 || status=$?
     grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|Done [0-9]+ runs|INFO: +[0-9]+ files found)' "$log" || true
     if [[ $status -ne 0 ]]; then
         tail -n 60 "$log" >&2

@@ -10,7 +10,7 @@ use std::ptr;
 use crossbeam_utils::CachePadded;
 
 use crate::pair::Pair;
-use crate::sync::{AtomicPtr, Ordering};
+use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Bucket `b` holds `2^b` cells; 64 buckets cover every `usize` index but the last.
 const BUCKETS: usize = usize::BITS as usize;
@@ -19,6 +19,9 @@ type Slot = CachePadded<Pair>;
 
 /// Lazily allocated cells, addressed by a dense index (a thread index or a stripe).
 pub(crate) struct CellTable {
+    /// One past the highest bucket ever claimed, so reads scan only the buckets in use.
+    /// Raised *before* a bucket is published (see `allocate`).
+    high: AtomicUsize,
     buckets: [AtomicPtr<Slot>; BUCKETS],
 }
 
@@ -45,6 +48,7 @@ fn locate(index: usize) -> (usize, usize) {
 impl CellTable {
     pub(crate) fn new() -> Self {
         CellTable {
+            high: AtomicUsize::new(0),
             buckets: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
         }
     }
@@ -73,6 +77,11 @@ impl CellTable {
     #[cold]
     fn allocate(&self, bucket: usize) -> *mut Slot {
         let len = 1usize << bucket;
+        // Raise `high` before publishing the bucket, so every thread that later finds the
+        // bucket through an Acquire load of its pointer has `high > bucket` happen-before its
+        // own updates of these cells. Relaxed suffices: that chain runs through the pointer's
+        // Release/Acquire, and the reader's load of `high` is ordered by coherence.
+        self.high.fetch_max(bucket + 1, Ordering::Relaxed);
         let fresh: Box<[Slot]> = (0..len).map(|_| CachePadded::new(Pair::new())).collect();
         let fresh = Box::into_raw(fresh).cast::<Slot>();
         // AcqRel on success: Release publishes the initialised cells to every Acquire load of
@@ -99,7 +108,10 @@ impl CellTable {
     /// second call sees buckets allocated since the first.
     #[inline]
     pub(crate) fn for_each(&self, f: &mut dyn FnMut(&Pair)) {
-        for (bucket, slot) in self.buckets.iter().enumerate() {
+        // Acquire: a reader that has seen an end (Acquire) sees, by coherence, every `high`
+        // raised before that end's start; Acquire keeps the bucket loads after this one.
+        let high = self.high.load(Ordering::Acquire);
+        for (bucket, slot) in self.buckets[..high].iter().enumerate() {
             // Acquire: pairs with the publication in `allocate` (and, transitively, with the
             // start bumps a reader must see once it has seen their ends).
             let base = slot.load(Ordering::Acquire);
@@ -160,5 +172,45 @@ mod tests {
         table.for_each(&mut |_| visited += 1);
         // bucket 0 (1 cell) and bucket 2 (4 cells: indices 3..=6).
         assert_eq!(visited, 5);
+    }
+}
+
+#[cfg(all(test, livecount_loom))]
+mod loom_tests {
+    use super::*;
+    use crate::pair::{self, Half};
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A start lands in a bucket that another thread has just published, its end in a bucket
+    /// the reader already scans. The reader must find the new bucket in its second pass, or
+    /// it counts the end without its start. This is why `high` is raised before publication.
+    #[test]
+    fn reader_finds_a_freshly_published_bucket() {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(3);
+        }
+        builder.check(|| {
+            let table = Arc::new(CellTable::new());
+            let publisher = {
+                let table = Arc::clone(&table);
+                thread::spawn(move || {
+                    table.get_or_alloc(1);
+                })
+            };
+            let session = {
+                let table = Arc::clone(&table);
+                thread::spawn(move || {
+                    // Cell 2 shares bucket 1 with the publisher's cell 1.
+                    table.get_or_alloc(2).add(Half::Started);
+                    table.get_or_alloc(0).add(Half::Ended);
+                })
+            };
+            let totals = pair::read(|f| table.for_each(f));
+            assert!(totals.started >= totals.ended, "negative read: {totals:?}");
+            publisher.join().unwrap();
+            session.join().unwrap();
+        });
     }
 }

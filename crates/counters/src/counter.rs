@@ -28,7 +28,9 @@ use std::marker::PhantomData;
 ///   3. the value never exceeds the number of sessions started before the read returned.
 ///
 ///   So a load balancer may over-estimate a backend's load by the sessions that started
-///   during the read, and never under-estimate it.
+///   during the read, and never under-estimate it. Implementations that sum cells keep that
+///   over-estimate small: a read that saw many sessions start while it ran (a reader
+///   preempted mid-read) is retried a bounded number of times and the tightest is kept.
 /// * [`totals`](Counter::totals) returns monotone started / ended counts where the
 ///   implementation keeps them, read with the same guarantee (`started >= ended`).
 /// * [`is_idle`](Counter::is_idle) is `load() == 0`: if it returns `true`, there was a

@@ -99,16 +99,46 @@ impl Pair {
     }
 }
 
+/// How many times a read may start over because sessions kept starting while it ran.
+const READ_ATTEMPTS: usize = 3;
+
+/// Starts that may land during one read pass without forcing another attempt: the read is
+/// already tight to this many sessions (or to 1/8 of the value, whichever is larger).
+const SLACK_FLOOR: u64 = 64;
+
 /// The gauge read over a set of cells: every `ended` first, then every `started`.
 ///
-/// `for_each` must visit every cell that exists when it is called; it is called twice, and the
-/// second call must re-discover cells (a cell created between the passes may hold the start of
-/// an end seen in the first pass).
+/// `for_each` must visit every cell that exists when it is called; it is called once per pass,
+/// and each call must re-discover cells (a cell created between the passes may hold the start
+/// of an end seen in an earlier pass).
+///
+/// Each attempt is a valid gauge read on its own. It over-counts by at most the sessions that
+/// started while it ran, so each attempt also sums `started` once *before* its `ended` pass:
+/// the growth of `started` across the attempt bounds the over-count. A reader preempted in
+/// mid-read under heavy churn can see millions of starts go by; such an attempt is retried
+/// (up to [`READ_ATTEMPTS`] times) and the tightest attempt is returned.
 #[inline]
 pub(crate) fn read(mut for_each: impl FnMut(&mut dyn FnMut(&Pair))) -> Totals {
-    let mut ended = 0u64;
-    for_each(&mut |pair| ended = ended.wrapping_add(pair.ended()));
-    let mut started = 0u64;
-    for_each(&mut |pair| started = started.wrapping_add(pair.started()));
-    Totals { started, ended }
+    let mut best: Option<(u64, Totals)> = None;
+    for _ in 0..READ_ATTEMPTS {
+        let before = sum(&mut for_each, Pair::started);
+        let ended = sum(&mut for_each, Pair::ended);
+        let started = sum(&mut for_each, Pair::started);
+        let totals = Totals { started, ended };
+        let slack = started.wrapping_sub(before);
+        if best.is_none_or(|(tightest, _)| slack < tightest) {
+            best = Some((slack, totals));
+        }
+        if slack <= SLACK_FLOOR.max(totals.active() / 8) {
+            break;
+        }
+    }
+    best.map_or_else(Totals::default, |(_, totals)| totals)
+}
+
+#[inline]
+fn sum(for_each: &mut impl FnMut(&mut dyn FnMut(&Pair)), half: impl Fn(&Pair) -> u64) -> u64 {
+    let mut total = 0u64;
+    for_each(&mut |pair| total = total.wrapping_add(half(pair)));
+    total
 }

@@ -14,8 +14,11 @@ mod imp {
 
     static POOL: Mutex<IdPool> = Mutex::new(IdPool::new());
 
+    /// A handle on the pool of thread indices, kept by each thread's registration.
+    pub(crate) type PoolRef = &'static Mutex<IdPool>;
+
     /// The process-wide pool of reusable thread indices.
-    pub(crate) fn id_pool() -> &'static Mutex<IdPool> {
+    pub(crate) fn id_pool() -> PoolRef {
         &POOL
     }
 }
@@ -30,12 +33,16 @@ mod imp {
 
     loom::lazy_static! {
         // Reset for every loom execution, so thread indices are deterministic per iteration.
-        static ref POOL: Mutex<IdPool> = Mutex::new(IdPool::new());
+        static ref POOL: loom::sync::Arc<Mutex<IdPool>> = Default::default();
     }
 
+    /// A handle on the pool. An `Arc`, because loom drops its lazy statics before the main
+    /// thread's thread-locals, and a registration still needs the pool when it is dropped.
+    pub(crate) type PoolRef = loom::sync::Arc<Mutex<IdPool>>;
+
     /// The pool of reusable thread indices, fresh for every loom execution.
-    pub(crate) fn id_pool() -> &'static Mutex<IdPool> {
-        &POOL
+    pub(crate) fn id_pool() -> PoolRef {
+        PoolRef::clone(&POOL)
     }
 }
 
@@ -49,12 +56,16 @@ mod imp {
 
     shuttle::lazy_static! {
         // Reset for every shuttle execution, so thread indices are deterministic per iteration.
-        static ref POOL: Mutex<IdPool> = Mutex::new(IdPool::new());
+        static ref POOL: shuttle::sync::Arc<Mutex<IdPool>> = Default::default();
     }
 
+    /// A handle on the pool. An `Arc`, because the checker may drop its lazy statics before
+    /// the main thread's thread-locals, and a registration still needs the pool when dropped.
+    pub(crate) type PoolRef = shuttle::sync::Arc<Mutex<IdPool>>;
+
     /// The pool of reusable thread indices, fresh for every shuttle execution.
-    pub(crate) fn id_pool() -> &'static Mutex<IdPool> {
-        &POOL
+    pub(crate) fn id_pool() -> PoolRef {
+        PoolRef::clone(&POOL)
     }
 }
 
@@ -66,4 +77,9 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Locks the thread-index pool behind any kind of [`PoolRef`].
+pub(crate) fn lock_pool(pool: &PoolRef) -> MutexGuard<'_, crate::thread_id::IdPool> {
+    lock(pool)
 }

@@ -21,6 +21,12 @@ pub(crate) struct IdPool {
     free: BinaryHeap<Reverse<usize>>,
 }
 
+impl Default for IdPool {
+    fn default() -> Self {
+        IdPool::new()
+    }
+}
+
 impl IdPool {
     pub(crate) const fn new() -> Self {
         IdPool {
@@ -50,23 +56,26 @@ impl IdPool {
 struct Registration {
     index: usize,
     probe: Cell<u32>,
+    pool: sync::PoolRef,
 }
 
 impl Registration {
     fn new() -> Self {
         // The mutex hands the index over with happens-before: whatever the previous holder
         // wrote into cells at this index is visible to this thread, its only writer from now on.
-        let index = sync::lock(sync::id_pool()).acquire();
+        let pool = sync::id_pool();
+        let index = sync::lock_pool(&pool).acquire();
         Registration {
             index,
             probe: Cell::new(seed_probe(index)),
+            pool,
         }
     }
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        sync::lock(sync::id_pool()).release(self.index);
+        sync::lock_pool(&self.pool).release(self.index);
     }
 }
 

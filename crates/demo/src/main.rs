@@ -27,7 +27,7 @@ const BASELINE: &str = "AtomicI64";
 /// (a second barrier), `--seconds` later (default 1.0), so only the time all threads overlap
 /// counts. Each worker does start+end pairs (`std::hint::black_box` on every token): per round
 /// it starts 64 sessions, ends 32 of them itself (keeping its 8 newest open) and hands the
-/// other 32 to the next worker through a bounded `std::sync::mpsc::sync_channel`, which ends
+/// other 32 to the next worker through a `std::sync::mpsc` channel, which ends
 /// them — so half the sessions end on another thread than they started on, as streams do when
 /// a task migrates or a disconnect is detected elsewhere. The channel is std's lock-free
 /// unbounded one, so a worker never waits for a descheduled neighbour (that would time the OS
