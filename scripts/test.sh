@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace, in order of cost:
+#
+#   1. unit, integration, proptest and fuzz-corpus replay tests (cargo nextest), then doctests
+#      (including the compile_fail ones: a token cannot be used twice);
+#   2. loom models (scripts/loom.sh): exhaustive interleavings under the C++ memory model;
+#   3. shuttle models (scripts/shuttle.sh): eight threads, random and PCT schedules;
+#   4. a short fuzz run of every target on stable (fuzz/run.sh), FUZZ_SECONDS each
+#      (default 10; 0 skips it). New inputs go to a scratch directory.
+#
+# Works on a fresh machine with the stable toolchain: cargo-fuzz is installed if missing,
+# and plain `cargo test` stands in if cargo-nextest is not there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+step() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
+
+step "unit, integration, proptest, corpus replay"
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --no-fail-fast
+else
+    cargo test --workspace --lib --bins --tests
+fi
+
+step "doctests"
+cargo test --workspace --doc
+
+step "loom"
+scripts/loom.sh
+
+step "shuttle"
+scripts/shuttle.sh
+
+if [[ "${FUZZ_SECONDS:-10}" != 0 ]]; then
+    step "fuzz (${FUZZ_SECONDS:-10} s per target)"
+    SCRATCH=1 fuzz/run.sh "${FUZZ_SECONDS:-10}"
+fi
+
+step "all tests passed in $(( $(date +%s) - start )) s"
