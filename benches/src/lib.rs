@@ -1,1 +1,40 @@
-//! Cross-crate benchmark support for livecount (contenders and workloads).
+//! Cross-crate contention benchmarks for livecount, and the picker that turns them into a
+//! recommendation.
+//!
+//! Two front ends share everything here:
+//!
+//! * `cargo bench` (criterion, `benches/contention.rs`): one group per workload, one
+//!   `BenchmarkId::new(contender, parameter)` per point; it ends with the ranked table and
+//!   recommendation, computed from criterion's own estimates.
+//! * `cargo run --release` (the `livecount-picker` binary): a bounded sweep (60 s by
+//!   default) that repeats every point at least three times and writes `results/<machine>/`.
+//!
+//! # Contenders
+//!
+//! Every `livecount` counter; `std`'s `AtomicI64` plain and cache-padded; `fast-counter`;
+//! `contatori`'s `Signed`; `prometheus::IntGauge`; and the `metrics::Gauge` handle that
+//! `metrics-exporter-prometheus` hands out (an `Arc<AtomicU64>` of `f64` bits updated by
+//! `metrics`' own `GaugeFn for AtomicU64` CAS loop: built here exactly as the exporter builds
+//! it, without the exporter's HTTP stack). The **ceiling** is each writer doing a plain
+//! load + store into its own cache-padded cell, with the cell chosen before timing starts.
+//!
+//! # Workloads
+//!
+//! threads, handoff, tasks (tokio), read under write, lifecycle (`livecount-session` vs the
+//! bare counter), churn and memory; see [`workload`]. Numbers are ballpark and belong to the
+//! machine they were measured on.
+
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code)]
+
+pub mod alloc;
+pub mod contender;
+pub mod machine;
+pub mod picker;
+pub mod plan;
+pub mod plot;
+pub mod rank;
+pub mod report;
+pub mod results;
+pub mod workload;

@@ -1,0 +1,28 @@
+//! `livecount-picker`: measures every counter on this machine for the workload you describe,
+//! prints a ranked table and a recommendation, and writes `results/<machine-label>/`.
+//!
+//!     cargo run --release -- --help
+
+use livecount_benches::alloc::CountingAlloc;
+use livecount_benches::picker::{self, Options, USAGE};
+
+// Counts heap bytes for the memory workload only; off (one Relaxed load) otherwise.
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+fn main() {
+    let opts = match Options::parse(std::env::args().skip(1)) {
+        Ok(opts) => opts,
+        Err(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    match picker::main_with(&opts) {
+        Ok(out) => print!("{out}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! `Plan`: which points of which workloads a run measures, and [`run`], which measures one
+//! point for one contender. The criterion suite and the picker walk the same plan.
+
+use std::sync::Arc;
+
+use crate::contender::{Contender, LiveName};
+use crate::workload::{self, BATCH, Reader, Sample};
+
+/// Workload names, in report order.
+pub const WORKLOADS: [&str; 7] = [
+    "threads",
+    "handoff",
+    "tasks",
+    "read_under_write",
+    "lifecycle",
+    "churn",
+    "memory",
+];
+
+/// Pairs each churn thread does before it exits.
+pub const CHURN_PAIRS: u64 = 1_000;
+
+/// How much to sweep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Mode {
+    /// Fewer points (the user's thread count, 1, 2 and 2×cores), shorter budget.
+    Quick,
+    /// The default sweep.
+    Default,
+    /// Every point, more repetitions, longer budget.
+    Full,
+}
+
+/// One point of one workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Point {
+    /// [`workload::threads`] with this many threads.
+    Threads(usize),
+    /// [`workload::handoff`] with this many producer/consumer pairs.
+    Handoff(usize),
+    /// [`workload::tasks`] with this many tasks.
+    Tasks(usize),
+    /// [`workload::read_under_write`] with this reader.
+    ReadUnderWrite(Reader),
+    /// The threads workload on a bare counter or a session tracker, this many threads.
+    Lifecycle(usize),
+    /// [`workload::churn`] with this many concurrent threads.
+    Churn(usize),
+}
+
+impl Point {
+    /// The workload (criterion group) name.
+    pub fn workload(self) -> &'static str {
+        match self {
+            Point::Threads(_) => "threads",
+            Point::Handoff(_) => "handoff",
+            Point::Tasks(_) => "tasks",
+            Point::ReadUnderWrite(_) => "read_under_write",
+            Point::Lifecycle(_) => "lifecycle",
+            Point::Churn(_) => "churn",
+        }
+    }
+
+    /// The parameter (criterion value string).
+    pub fn param(self) -> String {
+        match self {
+            Point::Threads(n) | Point::Handoff(n) | Point::Tasks(n) => n.to_string(),
+            Point::Lifecycle(n) | Point::Churn(n) => n.to_string(),
+            Point::ReadUnderWrite(r) => r.label(),
+        }
+    }
+
+    /// Start+end pairs one unit of work (one criterion iteration) does.
+    pub fn pairs_per_unit(self, writers: usize) -> u64 {
+        match self {
+            Point::Threads(n) | Point::Lifecycle(n) => n as u64,
+            Point::Handoff(n) => (n * BATCH) as u64,
+            Point::Tasks(n) => n as u64,
+            Point::ReadUnderWrite(_) => (writers * BATCH) as u64,
+            Point::Churn(n) => n as u64 * CHURN_PAIRS,
+        }
+    }
+
+    /// How many writers a contender must give cells to (the ceiling's cell count).
+    pub fn writers(self, writers: usize) -> usize {
+        match self {
+            Point::Threads(n) | Point::Lifecycle(n) | Point::Churn(n) => n,
+            Point::Handoff(n) => 2 * n,
+            Point::Tasks(n) => n,
+            Point::ReadUnderWrite(_) => writers,
+        }
+    }
+}
+
+/// What a run sweeps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The thread count the user described (`--threads`); always in `threads`.
+    pub user_threads: usize,
+    /// The reader the user described (`--readers-hz`); always in `readers`.
+    pub user_reader: Reader,
+    /// threads workload.
+    pub threads: Vec<usize>,
+    /// handoff workload: producer/consumer pairs.
+    pub handoff: Vec<usize>,
+    /// tasks workload: task counts.
+    pub tasks: Vec<usize>,
+    /// read-under-write: readers (always with `Reader::None` first, the baseline).
+    pub readers: Vec<Reader>,
+    /// read-under-write: writer threads.
+    pub writers: usize,
+    /// lifecycle workload: thread counts.
+    pub lifecycle: Vec<usize>,
+    /// churn workload: concurrent thread counts.
+    pub churn: Vec<usize>,
+    /// memory workload: thread counts.
+    pub memory: Vec<usize>,
+}
+
+impl Plan {
+    /// The plan for `mode` on a machine with `cores` cores, for a service with `user_threads`
+    /// threads read by `user_reader`.
+    pub fn new(mode: Mode, cores: usize, user_threads: usize, user_reader: Reader) -> Plan {
+        let mut threads: Vec<usize> = match mode {
+            Mode::Quick => vec![1, 2, 2 * cores],
+            Mode::Default => std::iter::successors(Some(1), |t| Some(t * 2))
+                .take_while(|&t| t <= 2 * cores)
+                .chain([4 * cores])
+                .collect(),
+            Mode::Full => std::iter::successors(Some(1), |t| Some(t * 2))
+                .take_while(|&t| t <= 4 * cores)
+                .chain([2 * cores, 4 * cores])
+                .collect(),
+        };
+        threads.push(user_threads);
+        let mut readers = match mode {
+            Mode::Quick => vec![Reader::None, Reader::Continuous],
+            _ => vec![
+                Reader::None,
+                Reader::Hz(1),
+                Reader::Hz(1000),
+                Reader::Continuous,
+            ],
+        };
+        readers.push(user_reader);
+        Plan {
+            user_threads,
+            user_reader,
+            threads: sorted(threads),
+            handoff: sorted(if mode == Mode::Quick {
+                vec![1]
+            } else {
+                vec![1, cores]
+            }),
+            tasks: if mode == Mode::Quick {
+                vec![100, 10_000]
+            } else {
+                vec![100, 10_000, 100_000]
+            },
+            readers: dedup(readers),
+            writers: cores.max(2),
+            lifecycle: sorted(vec![1, 2, user_threads.min(2 * cores)]),
+            churn: sorted(vec![cores.max(2)]),
+            memory: sorted(vec![1, 2, 16, 256, user_threads]),
+        }
+    }
+
+    /// Every timed point, workload by workload, except lifecycle (which only livecount
+    /// counters run: see [`Plan::lifecycle_points`]).
+    pub fn points(&self, workload: &str) -> Vec<Point> {
+        match workload {
+            "threads" => self.threads.iter().map(|&t| Point::Threads(t)).collect(),
+            "handoff" => self.handoff.iter().map(|&t| Point::Handoff(t)).collect(),
+            "tasks" => self.tasks.iter().map(|&t| Point::Tasks(t)).collect(),
+            "read_under_write" => self
+                .readers
+                .iter()
+                .map(|&r| Point::ReadUnderWrite(r))
+                .collect(),
+            "lifecycle" => self
+                .lifecycle
+                .iter()
+                .map(|&t| Point::Lifecycle(t))
+                .collect(),
+            "churn" => self.churn.iter().map(|&t| Point::Churn(t)).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn sorted(mut v: Vec<usize>) -> Vec<usize> {
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn dedup(v: Vec<Reader>) -> Vec<Reader> {
+    let mut out = Vec::new();
+    for r in v {
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// Shared state for runs: the tokio runtime of the tasks workload.
+#[derive(Debug)]
+pub struct Ctx {
+    /// Multi-threaded, one worker per core.
+    pub rt: tokio::runtime::Runtime,
+    /// read-under-write writer count.
+    pub writers: usize,
+}
+
+impl Ctx {
+    /// A context with a runtime of `cores` workers.
+    pub fn new(cores: usize, writers: usize) -> Ctx {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cores)
+            .build()
+            .expect("a tokio runtime");
+        Ctx { rt, writers }
+    }
+}
+
+/// Measures `units` units of `point` on a fresh `C` (see [`Point::pairs_per_unit`]).
+pub fn run<C: Contender>(ctx: &Ctx, point: Point, units: u64) -> Sample {
+    let units = units.max(1);
+    let c = Arc::new(C::new(point.writers(ctx.writers)));
+    match point {
+        Point::Threads(t) | Point::Lifecycle(t) => workload::threads(&*c, t, units),
+        Point::Handoff(p) => workload::handoff(&*c, p, units * BATCH as u64),
+        Point::Tasks(k) => workload::tasks(&ctx.rt, &c, k, units),
+        Point::ReadUnderWrite(r) => workload::read_under_write(&*c, ctx.writers, units, r),
+        Point::Churn(t) => workload::churn(&*c, t, units, CHURN_PAIRS),
+    }
+}
+
+/// Something done once per livecount counter in the lifecycle workload, with the bare
+/// counter and the same counter behind a session tracker.
+pub trait VisitLifecycle {
+    /// Called once per production livecount counter.
+    fn visit<C: LiveName>(&mut self);
+}
+
+/// Visits every production livecount counter for the lifecycle workload.
+pub fn for_each_lifecycle(v: &mut impl VisitLifecycle) {
+    v.visit::<livecount::PerThread>();
+    v.visit::<livecount::Sharded>();
+    v.visit::<livecount::Striped>();
+    v.visit::<livecount::Single>();
+}

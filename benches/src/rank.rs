@@ -1,0 +1,354 @@
+//! Ranking, recommendation and the issue's targets, computed from figures alone, so the
+//! picker (own repetitions) and `cargo bench` (criterion estimates) conclude the same way.
+
+use crate::contender::{Info, Kind};
+use crate::results::{BYTES, Figure, MIN_READ, PAIRS_PER_S, Params, READ_NS, TRUE_MAX, find};
+use crate::workload::Reader;
+
+/// Peer crates (not `std` atomics) the targets compare against.
+pub const PEER_CRATES: [&str; 4] = [
+    "fast-counter",
+    "contatori",
+    "prometheus::IntGauge",
+    "metrics::Gauge",
+];
+/// The `AtomicI64` baseline of the targets.
+pub const ATOMIC: &str = "AtomicI64";
+/// The ceiling's name.
+pub const CEILING: &str = "ceiling";
+
+/// One contender's line of the ranked table.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Row {
+    /// 1-based rank among recommendable contenders; `None` when excluded.
+    pub rank: Option<usize>,
+    /// Contender name.
+    pub name: String,
+    /// What to import.
+    pub import: String,
+    /// What it is.
+    pub kind: Kind,
+    /// Pairs/s in the threads workload at the user's thread count (median).
+    pub throughput: f64,
+    /// Relative spread of that throughput.
+    pub spread: f64,
+    /// Throughput as a percentage of the ceiling's.
+    pub pct_ceiling: f64,
+    /// Throughput over `AtomicI64`'s.
+    pub vs_atomic: f64,
+    /// Nanoseconds per read at the user's reader pace (continuous if not measured).
+    pub read_ns: Option<f64>,
+    /// Smallest value any reader saw in any read-under-write run.
+    pub min_read: Option<f64>,
+    /// Bytes per counter at the user's thread count.
+    pub bytes: Option<f64>,
+    /// Why it cannot be recommended, if it cannot.
+    pub excluded: Option<String>,
+}
+
+/// The reader label to read costs at.
+fn reader_param(params: &Params) -> String {
+    match params.readers_hz {
+        0 => Reader::Continuous.label(),
+        hz => Reader::Hz(hz).label(),
+    }
+}
+
+fn min_read(figures: &[Figure], name: &str) -> Option<f64> {
+    figures
+        .iter()
+        .filter(|f| f.workload == "read_under_write" && f.contender == name && f.metric == MIN_READ)
+        .map(|f| f.low)
+        .reduce(f64::min)
+}
+
+/// The ranked table: recommendable contenders by throughput at the user's thread count, then
+/// the excluded ones (the ceiling first) with the reason.
+pub fn rank(figures: &[Figure], contenders: &[Info], params: &Params) -> Vec<Row> {
+    let t = params.threads.to_string();
+    let tput = |name: &str| find(figures, "threads", name, &t, PAIRS_PER_S);
+    let ceiling = tput(CEILING).map_or(f64::NAN, |f| f.median);
+    let atomic = tput(ATOMIC).map_or(f64::NAN, |f| f.median);
+    let reader = reader_param(params);
+    let mut rows: Vec<Row> = contenders
+        .iter()
+        .map(|c| {
+            let f = tput(&c.name);
+            let throughput = f.map_or(f64::NAN, |f| f.median);
+            let read_ns = find(figures, "read_under_write", &c.name, &reader, READ_NS)
+                .or_else(|| find(figures, "read_under_write", &c.name, "continuous", READ_NS))
+                .map(|f| f.median);
+            let min_read = min_read(figures, &c.name);
+            let bytes = find(figures, "memory", &c.name, &t, BYTES).map(|f| f.median);
+            let excluded = match c.kind {
+                Kind::Ceiling => Some("not a counter: the physical limit".to_owned()),
+                Kind::Oracle => Some("Mutex oracle, for tests only".to_owned()),
+                _ if min_read.is_some_and(|m| m < 0.0) => Some("read below 0".to_owned()),
+                _ if bytes
+                    .zip(params.max_bytes_per_counter)
+                    .is_some_and(|(b, max)| b > max as f64) =>
+                {
+                    Some("over --max-bytes-per-counter".to_owned())
+                }
+                _ if f.is_none() => Some("not measured".to_owned()),
+                _ => None,
+            };
+            Row {
+                rank: None,
+                name: c.name.clone(),
+                import: c.import.clone(),
+                kind: c.kind,
+                throughput,
+                spread: f.map_or(f64::NAN, Figure::spread),
+                pct_ceiling: 100.0 * throughput / ceiling,
+                vs_atomic: throughput / atomic,
+                read_ns,
+                min_read,
+                bytes,
+                excluded,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        let class = |r: &Row| match (r.kind, &r.excluded) {
+            (Kind::Ceiling, _) => 0,
+            (_, None) => 1,
+            _ => 2,
+        };
+        class(a)
+            .cmp(&class(b))
+            .then(b.throughput.total_cmp(&a.throughput))
+    });
+    for (n, row) in (1..).zip(rows.iter_mut().filter(|r| r.excluded.is_none())) {
+        row.rank = Some(n);
+    }
+    rows
+}
+
+/// The one-paragraph recommendation for the workload described by `params`.
+pub fn recommend(rows: &[Row], params: &Params) -> String {
+    let reader = match params.readers_hz {
+        0 => "a reader polling continuously".to_owned(),
+        hz => format!("a reader polling at {hz} Hz"),
+    };
+    let limit = params.max_bytes_per_counter.map_or(String::new(), |b| {
+        format!(" and at most {b} bytes per counter")
+    });
+    let mut ranked = rows.iter().filter(|r| r.rank.is_some());
+    let Some(best) = ranked.next() else {
+        return format!(
+            "No contender qualifies for {} writer threads with {reader}{limit}: every one was excluded \
+             (see the table). Relax --max-bytes-per-counter or check the measurements.",
+            params.threads
+        );
+    };
+    let read = best.read_ns.map_or(String::new(), |ns| {
+        let hz = if params.readers_hz == 0 {
+            1e9 / ns.max(1e-3)
+        } else {
+            f64::from(params.readers_hz)
+        };
+        format!(
+            " A read costs {ns:.0} ns, {:.4}% of one core at that pace.",
+            (hz * ns / 1e7).min(100.0)
+        )
+    });
+    let bytes = best.bytes.map_or(String::new(), |b| {
+        format!(
+            " It takes {b:.0} bytes per counter at {} threads.",
+            params.threads
+        )
+    });
+    let runner = ranked.next().map_or(String::new(), |r| {
+        format!(
+            " Runner-up: `{}` at {:.0}% of that throughput.",
+            r.import,
+            100.0 * r.throughput / best.throughput
+        )
+    });
+    let unsafe_reads: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.excluded.as_deref() == Some("read below 0"))
+        .map(|r| r.name.as_str())
+        .collect();
+    let negative = if unsafe_reads.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Not recommended whatever their speed: {} read below 0 while sessions ended on other threads, \
+             which a load balancer would take for free capacity.",
+            unsafe_reads.join(", ")
+        )
+    };
+    format!(
+        "For {} writer threads starting and ending sessions with {reader}{limit}, import `{}`: it \
+         sustained {} start+end pairs/s (±{:.0}%), {:.0}% of the ceiling and {:.1}× `AtomicI64`, and \
+         no reader ever saw it below {}.{read}{bytes}{runner}{negative}",
+        params.threads,
+        best.import,
+        si(best.throughput),
+        50.0 * best.spread,
+        best.pct_ceiling,
+        best.vs_atomic,
+        best.min_read
+            .map_or("(not measured)".into(), |m| format!("{m:.0}")),
+    )
+}
+
+/// `1.23 G`, `45.6 M`, `789 k`.
+pub fn si(x: f64) -> String {
+    match x.abs() {
+        v if v >= 1e9 => format!("{:.2} G", x / 1e9),
+        v if v >= 1e6 => format!("{:.1} M", x / 1e6),
+        v if v >= 1e3 => format!("{:.0} k", x / 1e3),
+        _ => format!("{x:.0}"),
+    }
+}
+
+/// One of the issue's targets.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Target {
+    /// What the issue asks.
+    pub goal: String,
+    /// What was measured.
+    pub measured: String,
+    /// Whether it was met (`None`: not measurable in this run).
+    pub met: Option<bool>,
+}
+
+fn best_live(
+    figures: &[Figure],
+    contenders: &[Info],
+    workload: &str,
+    param: &str,
+) -> Option<(String, f64)> {
+    contenders
+        .iter()
+        .filter(|c| c.kind == Kind::Livecount)
+        .filter_map(|c| {
+            find(figures, workload, &c.name, param, PAIRS_PER_S).map(|f| (c.name.clone(), f.median))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Evaluates the issue's four targets on `figures`.
+pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
+    let at = |name: &str, t: &str| find(figures, "threads", name, t, PAIRS_PER_S).map(|f| f.median);
+    let mut out = Vec::new();
+    // 1. Two threads.
+    let two = best_live(figures, contenders, "threads", "2");
+    let peer = PEER_CRATES
+        .iter()
+        .filter_map(|p| at(p, "2").map(|v| (*p, v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    out.push(match (two, at(ATOMIC, "2"), peer, at(CEILING, "2")) {
+        (Some((name, v)), Some(a), Some((pname, p)), Some(c)) => Target {
+            goal:
+                "2 threads: best livecount ≥ 8× AtomicI64, ≥ 2× best peer crate, ≥ 50% of ceiling"
+                    .into(),
+            measured: format!(
+                "{name}: {}/s = {:.1}× AtomicI64, {:.2}× {pname}, {:.0}% of ceiling",
+                si(v),
+                v / a,
+                v / p,
+                100.0 * v / c
+            ),
+            met: Some(v / a >= 8.0 && v / p >= 2.0 && v / c >= 0.5),
+        },
+        _ => missing("2 threads: best livecount ≥ 8× AtomicI64, ≥ 2× best peer, ≥ 50% of ceiling"),
+    });
+    // 2. One thread: cost ratio.
+    out.push(
+        match (
+            best_live(figures, contenders, "threads", "1"),
+            at(ATOMIC, "1"),
+        ) {
+            (Some((name, v)), Some(a)) => Target {
+                goal: "1 thread: best livecount start+end costs ≤ 0.6× AtomicI64's".into(),
+                measured: format!(
+                    "{name}: {:.2} ns vs {:.2} ns = {:.2}×",
+                    1e9 / v,
+                    1e9 / a,
+                    a / v
+                ),
+                met: Some(a / v <= 0.6),
+            },
+            _ => missing("1 thread: best livecount ≤ 0.6× AtomicI64"),
+        },
+    );
+    // 3. Never below zero.
+    let mins: Vec<(String, f64)> = contenders
+        .iter()
+        .filter(|c| matches!(c.kind, Kind::Livecount | Kind::Oracle))
+        .filter_map(|c| min_read(figures, &c.name).map(|m| (c.name.clone(), m)))
+        .collect();
+    let true_max = figures
+        .iter()
+        .filter(|f| f.metric == TRUE_MAX)
+        .map(|f| f.high)
+        .reduce(f64::max);
+    out.push(if mins.is_empty() {
+        missing("no livecount counter reads below 0 under writes")
+    } else {
+        Target {
+            goal: "read under write: no livecount counter ever reads below 0".into(),
+            measured: format!(
+                "min reads {} (true range 0..={})",
+                mins.iter()
+                    .map(|(n, m)| format!("{n} {m:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                true_max.map_or("?".into(), |t| format!("{t:.0}"))
+            ),
+            met: Some(mins.iter().all(|(_, m)| *m >= 0.0)),
+        }
+    });
+    // 4. Lifecycle.
+    let ratios: Vec<(String, String, f64)> = contenders
+        .iter()
+        .filter(|c| c.kind == Kind::Livecount)
+        .flat_map(|c| {
+            figures
+                .iter()
+                .filter(move |f| {
+                    f.workload == "lifecycle" && f.contender == c.name && f.metric == PAIRS_PER_S
+                })
+                .filter_map(move |bare| {
+                    let session = find(
+                        figures,
+                        "lifecycle",
+                        &format!("{}+session", c.name),
+                        &bare.param,
+                        PAIRS_PER_S,
+                    )?;
+                    Some((
+                        c.name.clone(),
+                        bare.param.clone(),
+                        bare.median / session.median,
+                    ))
+                })
+        })
+        .collect();
+    out.push(if ratios.is_empty() {
+        missing("lifecycle ≤ 5× bare counter")
+    } else {
+        Target {
+            goal: "lifecycle: session start+end (guard + registry) ≤ 5× the bare counter, for every counter and thread count".into(),
+            measured: ratios
+                .iter()
+                .map(|(n, t, r)| format!("{n}@{t}t {r:.1}×"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            met: Some(ratios.iter().all(|r| r.2 <= 5.0)),
+        }
+    });
+    out
+}
+
+fn missing(goal: &str) -> Target {
+    Target {
+        goal: goal.into(),
+        measured: "not measured in this run".into(),
+        met: None,
+    }
+}

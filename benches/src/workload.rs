@@ -1,0 +1,412 @@
+//! The workloads, each generic over a [`Contender`] and shared by the criterion suite and the
+//! picker, so both measure exactly the same code.
+//!
+//! Every threaded workload starts its threads on a [`Barrier`]; each thread reads the clock
+//! after the barrier and again after its last operation, and the measured window is from the
+//! earliest start to the latest end: only the work, none of the spawning or setup (per-writer
+//! state comes from [`Contender::local`] before the barrier). Tokens, counters and values go
+//! through [`black_box`] so the optimiser cannot fold a start into its end.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, TrySendError};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::contender::Contender;
+
+/// Sessions a hand-off batch carries.
+pub const BATCH: usize = 64;
+
+/// What one run of a workload did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    /// The overlapping window: earliest start to latest end.
+    pub elapsed: Duration,
+    /// Start+end pairs completed in the window.
+    pub pairs: u64,
+    /// What the reader saw, for the read-under-write workload.
+    pub read: Option<ReadStats>,
+}
+
+impl Sample {
+    /// Start+end pairs per second.
+    pub fn throughput(&self) -> f64 {
+        self.pairs as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// What a reader saw while writers hammered.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadStats {
+    /// Reads performed.
+    pub reads: u64,
+    /// Mean nanoseconds per read.
+    pub ns_per_read: f64,
+    /// Smallest value read.
+    pub min: i64,
+    /// Largest value read.
+    pub max: i64,
+    /// The true value is always within `0..=true_max` (see [`read_under_write`]).
+    pub true_max: i64,
+}
+
+/// Runs `work(i)` on `threads` threads started together; returns the overlapping window and the
+/// results. `work` gets thread index `i` and returns what it wants kept.
+fn together<R: Send>(
+    threads: usize,
+    work: impl Fn(usize, &Barrier) -> (Instant, Instant, R) + Sync,
+) -> (Duration, Vec<(Instant, Instant, R)>) {
+    let barrier = Barrier::new(threads);
+    let outs: Vec<_> = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (work, barrier) = (&work, &barrier);
+                s.spawn(move || work(i, barrier))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker panicked"))
+            .collect()
+    });
+    let first = outs.iter().map(|o| o.0).min().expect("at least one thread");
+    let last = outs.iter().map(|o| o.1).max().expect("at least one thread");
+    (last - first, outs)
+}
+
+/// `n` start+end pairs back to back.
+#[inline]
+fn pairs<C: Contender>(c: &C, local: &C::Local, n: u64) {
+    for _ in 0..n {
+        let c = black_box(c);
+        let token = black_box(c.start(local));
+        c.end(local, token);
+    }
+}
+
+/// **threads**: `threads` threads each do `per_thread` start+end pairs.
+pub fn threads<C: Contender>(c: &C, threads: usize, per_thread: u64) -> Sample {
+    let (elapsed, _) = together(threads, |_, barrier| {
+        let local = c.local();
+        barrier.wait();
+        let t0 = Instant::now();
+        pairs(c, &local, per_thread);
+        (t0, Instant::now(), ())
+    });
+    Sample {
+        elapsed,
+        pairs: threads as u64 * per_thread,
+        read: None,
+    }
+}
+
+/// **handoff**: `pairs` producer/consumer pairs; each producer starts `per_pair` sessions in
+/// batches of [`BATCH`] and sends them over a bounded channel (4 batches deep) to its
+/// consumer, which ends them: every session ends on another thread than it started on.
+pub fn handoff<C: Contender>(c: &C, pairs: usize, per_pair: u64) -> Sample {
+    let batches = per_pair.div_ceil(BATCH as u64);
+    let channels: Vec<_> = (0..pairs)
+        .map(|_| mpsc::sync_channel::<Vec<C::Token>>(4))
+        .collect();
+    let (senders, receivers): (Vec<_>, Vec<_>) = channels.into_iter().unzip();
+    let receivers: Vec<_> = receivers.into_iter().map(std::sync::Mutex::new).collect();
+    let senders: Vec<_> = senders.into_iter().map(std::sync::Mutex::new).collect();
+    let (elapsed, _) = together(2 * pairs, |i, barrier| {
+        let local = c.local();
+        if i % 2 == 0 {
+            let tx = senders[i / 2].lock().expect("unpoisoned").clone();
+            barrier.wait();
+            let t0 = Instant::now();
+            for _ in 0..batches {
+                let batch: Vec<_> = (0..BATCH).map(|_| black_box(c.start(&local))).collect();
+                tx.send(batch).expect("the consumer outlives the producer");
+            }
+            (t0, Instant::now(), ())
+        } else {
+            let rx = receivers[i / 2].lock().expect("unpoisoned");
+            barrier.wait();
+            let t0 = Instant::now();
+            for _ in 0..batches {
+                let batch = rx.recv().expect("the producer sends every batch");
+                batch.into_iter().for_each(|t| c.end(&local, black_box(t)));
+            }
+            (t0, Instant::now(), ())
+        }
+    });
+    Sample {
+        elapsed,
+        pairs: pairs as u64 * batches * BATCH as u64,
+        read: None,
+    }
+}
+
+/// **tasks**: `tasks` tokio tasks on `rt`, each looping `rounds` times start → `yield_now` →
+/// end. Tasks are spawned and parked on a gate before the clock starts; the window ends when
+/// the last task finishes.
+pub fn tasks<C: Contender>(
+    rt: &tokio::runtime::Runtime,
+    c: &Arc<C>,
+    tasks: usize,
+    rounds: u64,
+) -> Sample {
+    let ready = Arc::new(AtomicUsize::new(0));
+    let left = Arc::new(AtomicUsize::new(tasks));
+    let done = Arc::new(tokio::sync::Notify::new());
+    let (go, gate) = tokio::sync::watch::channel(false);
+    let elapsed = rt.block_on(async {
+        for _ in 0..tasks {
+            let (c, ready, left, done, mut gate) = (
+                Arc::clone(c),
+                Arc::clone(&ready),
+                Arc::clone(&left),
+                Arc::clone(&done),
+                gate.clone(),
+            );
+            tokio::spawn(async move {
+                let local = c.local();
+                ready.fetch_add(1, Ordering::Release);
+                let _ = gate.wait_for(|&go| go).await;
+                for _ in 0..rounds {
+                    let token = black_box(c.start(&local));
+                    tokio::task::yield_now().await;
+                    c.end(&local, token);
+                }
+                if left.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    done.notify_one();
+                }
+            });
+        }
+        while ready.load(Ordering::Acquire) < tasks {
+            tokio::task::yield_now().await;
+        }
+        let t0 = Instant::now();
+        go.send(true).expect("tasks hold receivers");
+        done.notified().await;
+        t0.elapsed()
+    });
+    Sample {
+        elapsed,
+        pairs: tasks as u64 * rounds,
+        read: None,
+    }
+}
+
+/// How often the reader of [`read_under_write`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    /// No reader: the writers' baseline.
+    None,
+    /// Paced: one read, then one every `1 / hz` seconds (the first read is at the window's start).
+    Hz(u32),
+    /// Reads back to back.
+    Continuous,
+}
+
+impl Reader {
+    /// `"none"`, `"1000Hz"`, `"continuous"`: the criterion parameter and JSON key.
+    pub fn label(self) -> String {
+        match self {
+            Reader::None => "none".into(),
+            Reader::Hz(hz) => format!("{hz}Hz"),
+            Reader::Continuous => "continuous".into(),
+        }
+    }
+}
+
+/// **read under write**: `writers` threads in a ring, each round starting [`BATCH`] sessions and
+/// handing them to the next writer through a one-batch channel (ending them itself if the slot is
+/// full), then ending what it was handed; one reader reads at `reader`'s pace until the writers
+/// finish `rounds` rounds each.
+///
+/// The true value is never below 0 (every end follows its start) and never above
+/// `3 × writers × BATCH`: a writer's sessions are at most one batch being built, one in the
+/// channel and one being ended by its neighbour. A read outside `0..=true_max` is an error of
+/// the contender, not of the workload.
+pub fn read_under_write<C: Contender>(
+    c: &C,
+    writers: usize,
+    rounds: u64,
+    reader: Reader,
+) -> Sample {
+    let stop = AtomicBool::new(false);
+    let finished = AtomicUsize::new(0);
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..writers)
+        .map(|_| mpsc::sync_channel::<Vec<C::Token>>(1))
+        .unzip();
+    let mut rxs: Vec<_> = rxs.into_iter().map(std::sync::Mutex::new).collect();
+    rxs.rotate_right(1);
+    let txs: Vec<_> = txs.into_iter().map(std::sync::Mutex::new).collect();
+    let threads = writers + usize::from(reader != Reader::None);
+    let (_, outs) = together(threads, |i, barrier| {
+        if i == writers {
+            barrier.wait();
+            let t0 = Instant::now();
+            let stats = read_loop(c, &stop, reader);
+            return (t0, t0, Err(stats));
+        }
+        let local = c.local();
+        let tx = txs[i].lock().expect("unpoisoned").clone();
+        let rx = rxs[i].lock().expect("unpoisoned");
+        barrier.wait();
+        let t0 = Instant::now();
+        for _ in 0..rounds {
+            let batch: Vec<_> = (0..BATCH).map(|_| black_box(c.start(&local))).collect();
+            if let Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) =
+                tx.try_send(batch)
+            {
+                batch.into_iter().for_each(|t| c.end(&local, black_box(t)));
+            }
+            while let Ok(batch) = rx.try_recv() {
+                batch.into_iter().for_each(|t| c.end(&local, black_box(t)));
+            }
+        }
+        let t1 = Instant::now();
+        drop(tx);
+        if finished.fetch_add(1, Ordering::AcqRel) + 1 == writers {
+            stop.store(true, Ordering::Release);
+        }
+        // Once every writer has stopped sending, end what the neighbour sent last (outside the
+        // window).
+        while finished.load(Ordering::Acquire) < writers {
+            thread::yield_now();
+        }
+        rx.try_iter().flatten().for_each(|t| c.end(&local, t));
+        (t0, t1, Ok(()))
+    });
+    let (mut first, mut last) = (None::<Instant>, None::<Instant>);
+    let mut read = None;
+    for (t0, t1, out) in outs {
+        match out {
+            Ok(_) => {
+                first = Some(first.map_or(t0, |f| f.min(t0)));
+                last = Some(last.map_or(t1, |l| l.max(t1)));
+            }
+            Err(mut stats) => {
+                stats.true_max = (3 * writers * BATCH) as i64;
+                read = Some(stats);
+            }
+        }
+    }
+    Sample {
+        elapsed: last.zip(first).map_or(Duration::ZERO, |(l, f)| l - f),
+        pairs: writers as u64 * rounds * BATCH as u64,
+        read,
+    }
+}
+
+fn read_loop<C: Contender>(c: &C, stop: &AtomicBool, reader: Reader) -> ReadStats {
+    let (mut min, mut max, mut reads, mut busy) = (i64::MAX, i64::MIN, 0u64, Duration::ZERO);
+    let mut record = |value: i64| {
+        min = min.min(value);
+        max = max.max(value);
+        reads += 1;
+    };
+    match reader {
+        Reader::Continuous => {
+            let t0 = Instant::now();
+            while !stop.load(Ordering::Acquire) {
+                record(black_box(c.read()));
+            }
+            busy = t0.elapsed();
+        }
+        Reader::Hz(hz) => {
+            let period = Duration::from_secs_f64(1.0 / f64::from(hz.max(1)));
+            let mut next = Instant::now();
+            while !stop.load(Ordering::Acquire) {
+                if Instant::now() >= next {
+                    let t = Instant::now();
+                    let value = black_box(c.read());
+                    busy += t.elapsed();
+                    record(value);
+                    next += period;
+                }
+                thread::sleep(
+                    Duration::from_micros(200).min(next.saturating_duration_since(Instant::now())),
+                );
+            }
+        }
+        Reader::None => {}
+    }
+    ReadStats {
+        reads,
+        ns_per_read: busy.as_nanos() as f64 / reads.max(1) as f64,
+        min: if reads == 0 { 0 } else { min },
+        max: if reads == 0 { 0 } else { max },
+        true_max: 0,
+    }
+}
+
+/// **churn**: `generations` waves of `threads` short-lived threads, each doing `per_thread`
+/// pairs and exiting, so counters that give threads cells must reuse them. The window covers
+/// the whole run, spawns included (they are the workload).
+pub fn churn<C: Contender>(c: &C, threads: usize, generations: u64, per_thread: u64) -> Sample {
+    let t0 = Instant::now();
+    for _ in 0..generations {
+        thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| pairs(c, &c.local(), per_thread));
+            }
+        });
+    }
+    Sample {
+        elapsed: t0.elapsed(),
+        pairs: threads as u64 * generations * per_thread,
+        read: None,
+    }
+}
+
+/// **memory**: heap + inline bytes of a fresh `C` after `threads` threads each started a
+/// session at the same time and ended it, or `None` if the binary did not install
+/// [`CountingAlloc`](crate::alloc::CountingAlloc).
+pub fn memory<C: Contender>(threads: usize) -> Option<usize> {
+    let touch = |c: &C| {
+        together(threads, |_, barrier| {
+            let local = c.local();
+            let token = c.start(&local);
+            barrier.wait();
+            c.end(&local, token);
+            let now = Instant::now();
+            (now, now, ())
+        });
+    };
+    // Once untracked, so process-wide lazies (thread-index registries) are not charged.
+    touch(&C::new(threads));
+    let (counter, heap) = crate::alloc::measure(|| {
+        let c = Box::new(C::new(threads));
+        touch(&c);
+        c
+    });
+    drop(counter);
+    heap.map(|h| h.max(0) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contender::{Ceiling, FastCounter, Live};
+    use livecount::PerThread;
+
+    #[test]
+    fn workloads_count_and_end_every_session() {
+        let c = Live::<PerThread>::new(4);
+        assert_eq!(threads(&c, 3, 100).pairs, 300);
+        assert_eq!(handoff(&c, 2, 100).pairs, 2 * 2 * BATCH as u64);
+        let s = read_under_write(&c, 2, 50, Reader::Continuous);
+        let r = s.read.unwrap();
+        assert!(r.reads > 0 && r.min >= 0 && r.max <= r.true_max, "{r:?}");
+        assert_eq!(churn(&c, 2, 2, 10).pairs, 40);
+        assert_eq!(c.read(), 0);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let c = Arc::new(Ceiling::new(10));
+        assert_eq!(tasks(&rt, &c, 10, 3).pairs, 30);
+        assert_eq!(c.read(), 0);
+        let f = FastCounter::new(1);
+        read_under_write(&f, 2, 20, Reader::Hz(1000));
+        assert_eq!(f.read(), 0);
+    }
+}
