@@ -87,12 +87,28 @@ impl Striped {
     }
 
     /// Stripes currently in use (0 while the base has never been contended).
+    ///
+    /// ```
+    /// use livecount::{Counter, Striped};
+    ///
+    /// let sessions = Striped::with_max_stripes(8);
+    /// let token = sessions.increment(); // one thread: the base CAS never fails
+    /// assert_eq!(sessions.stripes(), 0);
+    /// sessions.decrement(token);
+    /// assert!(sessions.stripes() <= sessions.max_stripes());
+    /// ```
     pub fn stripes(&self) -> usize {
         // Relaxed: an informational snapshot of a monotone value.
         self.stripes.load(Ordering::Relaxed)
     }
 
     /// The cap on stripes.
+    ///
+    /// ```
+    /// use livecount::Striped;
+    /// assert_eq!(Striped::with_max_stripes(16).max_stripes(), 16);
+    /// assert_eq!(Striped::with_max_stripes(0).max_stripes(), 2);
+    /// ```
     pub fn max_stripes(&self) -> usize {
         self.cap
     }
