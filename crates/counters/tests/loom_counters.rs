@@ -32,6 +32,16 @@ fn model_bounded(default_bound: usize, f: impl Fn() + Sync + Send + 'static) {
     builder.check(f);
 }
 
+/// Spawns a model thread that runs `f` on its own handle to `counter`.
+fn spawn<C, T>(counter: &Arc<C>, f: impl FnOnce(&C) -> T + 'static) -> thread::JoinHandle<T>
+where
+    C: 'static,
+    T: 'static,
+{
+    let counter = Arc::clone(counter);
+    thread::spawn(move || f(&counter))
+}
+
 /// What every concurrent read must satisfy, given the sessions the model knows about:
 /// `open_throughout` were open during the whole read, at most `started_max` were ever started.
 fn check_read<C: Counter>(counter: &C, open_throughout: u64, started_max: u64) {
@@ -61,14 +71,8 @@ fn check_read<C: Counter>(counter: &C, open_throughout: u64, started_max: u64) {
 fn cross_thread_end_with_reader<C: Counter + Default + 'static>(bound: usize) {
     model_bounded(bound, || {
         let counter = Arc::new(C::default());
-        let reader = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || check_read(&*counter, 0, 1))
-        };
-        let starter = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || counter.increment())
-        };
+        let reader = spawn(&counter, |counter| check_read(counter, 0, 1));
+        let starter = spawn(&counter, |counter| counter.increment());
         let token = starter.join().unwrap();
         counter.decrement(token); // on the main thread: another cell than the start's
         reader.join().unwrap();
@@ -93,19 +97,10 @@ fn open_session_is_always_counted<C: Counter + Default + 'static>(bound: usize) 
     model_bounded(bound, || {
         let counter = Arc::new(C::default());
         let open = counter.increment(); // main thread's cell, before the reader starts
-        let reader = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || check_read(&*counter, 1, 2))
-        };
-        let starter = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || counter.increment())
-        };
+        let reader = spawn(&counter, |counter| check_read(counter, 1, 2));
+        let starter = spawn(&counter, |counter| counter.increment());
         let token = starter.join().unwrap();
-        let ender = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || counter.decrement(token))
-        };
+        let ender = spawn(&counter, |counter| counter.decrement(token));
         ender.join().unwrap();
         reader.join().unwrap(); // the open session ends only after the read returned
         counter.decrement(open);
@@ -128,8 +123,7 @@ fn concurrent_pairs_lose_nothing<C: Counter + Default + 'static>(bound: usize) {
         let counter = Arc::new(C::default());
         let writers: Vec<_> = (0..2)
             .map(|_| {
-                let counter = Arc::clone(&counter);
-                thread::spawn(move || {
+                spawn(&counter, |counter| {
                     let token = counter.increment();
                     counter.decrement(token);
                 })
@@ -222,19 +216,13 @@ impl Counter for OneShard {
 fn per_thread_slot_inheritance_after_exit() {
     model_bounded(2, || {
         let counter = Arc::new(PerThread::new());
-        let first = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || counter.increment())
-        };
+        let first = spawn(&counter, |counter| counter.increment());
         // Spawned concurrently with `first`: it may take a fresh index, or `first`'s once
         // `first` exits, in which case it inherits `first`'s cell.
-        let second = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || {
-                let token = counter.increment();
-                counter.decrement(token);
-            })
-        };
+        let second = spawn(&counter, |counter| {
+            let token = counter.increment();
+            counter.decrement(token);
+        });
         let token = first.join().unwrap();
         second.join().unwrap();
         counter.decrement(token);
@@ -254,23 +242,14 @@ fn per_thread_slot_inheritance_after_exit() {
 fn per_thread_heir_continues_from_inherited_counts() {
     model(|| {
         let counter = Arc::new(PerThread::new());
-        let first = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || counter.increment())
-        };
+        let first = spawn(&counter, |counter| counter.increment());
         let token = first.join().unwrap();
-        let reader = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || check_read(&*counter, 1, 2))
-        };
-        let heir = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || {
-                let again = counter.increment();
-                counter.decrement(token); // ends the first owner's session
-                again
-            })
-        };
+        let reader = spawn(&counter, |counter| check_read(counter, 1, 2));
+        let heir = spawn(&counter, |counter| {
+            let again = counter.increment();
+            counter.decrement(token); // ends the first owner's session
+            again
+        });
         let again = heir.join().unwrap();
         reader.join().unwrap();
         assert_eq!(
@@ -297,8 +276,7 @@ fn striped_growth_races_updates_and_reads() {
         let counter = Arc::new(Striped::with_max_stripes(4));
         let writers: Vec<_> = (0..2)
             .map(|_| {
-                let counter = Arc::clone(&counter);
-                thread::spawn(move || {
+                spawn(&counter, |counter| {
                     let a = counter.increment();
                     let b = counter.increment();
                     counter.decrement(a);
@@ -334,14 +312,8 @@ fn striped_end_seen_before_its_start_on_a_new_stripe() {
     model_bounded(2, || {
         let counter = Arc::new(Striped::with_max_stripes(2));
         let open = counter.increment();
-        let contender = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || counter.increment())
-        };
-        let reader = {
-            let counter = Arc::clone(&counter);
-            thread::spawn(move || check_read(&*counter, 1, 3))
-        };
+        let contender = spawn(&counter, |counter| counter.increment());
+        let reader = spawn(&counter, |counter| check_read(counter, 1, 3));
         let mine = counter.increment();
         let theirs = contender.join().unwrap();
         counter.decrement(theirs);
