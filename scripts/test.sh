@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, in order of cost:
 #
-#   1. unit, integration, proptest and fuzz-corpus replay tests (cargo nextest), then doctests
-#      (including the compile_fail ones: a token cannot be used twice);
+#   1. unit, integration, proptest and fuzz-corpus replay tests (cargo nextest), the heavy
+#      #[ignore]d variants in release, then doctests (including the compile_fail ones: a
+#      token cannot be used twice);
 #   2. loom models (scripts/loom.sh): exhaustive interleavings under the C++ memory model;
 #   3. shuttle models (scripts/shuttle.sh): eight threads, random and PCT schedules;
 #   4. a short fuzz run of every target on stable (fuzz/run.sh), FUZZ_SECONDS each
@@ -16,10 +17,15 @@ start=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
 
 step "unit, integration, proptest, corpus replay"
+# The #[ignore]d cases are the heavy ones (16x the proptest cases): run them too, in release.
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast
+    step "heavy (#[ignore]d) cases, release"
+    cargo nextest run --workspace --release --run-ignored ignored-only --no-fail-fast
 else
     cargo test --workspace --lib --bins --tests
+    step "heavy (#[ignore]d) cases, release"
+    cargo test --workspace --release --lib --bins --tests -- --ignored
 fi
 
 step "doctests"
