@@ -105,19 +105,25 @@ pub fn all() -> Vec<Info> {
 
 /// The ceiling: each writer does a plain load + store into its own cache-padded cell, with no
 /// lookup at all (the cell index is handed out before the timed region). Nothing can count a
-/// session start+end faster on this machine; its reads are not a gauge anyone should trust.
+/// session start+end faster on this machine; its reads are not a gauge anyone should trust
+/// (a session ended on another writer's cell makes the sum dip below zero).
+///
+/// The cell holds two words, starts and ends, like livecount's monotone pairs: with one signed
+/// word every end would wait for the store of its own start (a store-to-load forwarding chain
+/// through one address), and the "ceiling" would be slower than a counter that keeps starts
+/// and ends apart.
 #[derive(Debug)]
 pub struct Ceiling {
-    cells: Box<[CachePadded<AtomicI64>]>,
+    cells: Box<[CachePadded<[AtomicU64; 2]>]>,
     next: AtomicUsize,
 }
 
 impl Ceiling {
     #[inline]
-    fn bump(&self, local: usize, by: i64) {
-        let cell = &self.cells[local];
+    fn bump(&self, local: usize, half: usize) {
+        let word = &self.cells[local][half];
         // Relaxed load + store, not an RMW: this writer is the cell's only writer.
-        cell.store(cell.load(Ordering::Relaxed) + by, Ordering::Relaxed);
+        word.store(word.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 }
 
@@ -131,7 +137,7 @@ impl Contender for Ceiling {
     fn new(writers: usize) -> Self {
         Ceiling {
             cells: (0..writers.max(1))
-                .map(|_| CachePadded::new(AtomicI64::new(0)))
+                .map(|_| CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]))
                 .collect(),
             next: AtomicUsize::new(0),
         }
@@ -143,16 +149,21 @@ impl Contender for Ceiling {
 
     #[inline]
     fn start(&self, local: &usize) {
-        self.bump(*local, 1);
+        self.bump(*local, 0);
     }
 
     #[inline]
     fn end(&self, local: &usize, (): ()) {
-        self.bump(*local, -1);
+        self.bump(*local, 1);
     }
 
     fn read(&self) -> i64 {
-        self.cells.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        let (mut started, mut ended) = (0u64, 0u64);
+        for c in self.cells.iter() {
+            ended = ended.wrapping_add(c[1].load(Ordering::Relaxed));
+            started = started.wrapping_add(c[0].load(Ordering::Relaxed));
+        }
+        started.wrapping_sub(ended) as i64
     }
 }
 

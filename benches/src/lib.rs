@@ -30,6 +30,7 @@
 
 pub mod alloc;
 pub mod contender;
+pub mod estimates;
 pub mod machine;
 pub mod picker;
 pub mod plan;

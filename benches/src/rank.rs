@@ -352,3 +352,144 @@ fn missing(goal: &str) -> Target {
         met: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Mode;
+
+    fn info(name: &str, kind: Kind) -> Info {
+        Info {
+            name: name.into(),
+            import: format!("crate::{name}"),
+            kind,
+        }
+    }
+
+    fn fig(workload: &str, name: &str, param: &str, metric: &str, v: f64) -> Figure {
+        Figure::from_samples(workload, name, param, metric, vec![v, v, v])
+    }
+
+    fn params(max_bytes: Option<u64>) -> Params {
+        Params {
+            mode: Mode::Quick,
+            threads: 2,
+            readers_hz: 10,
+            max_bytes_per_counter: max_bytes,
+            budget_secs: 1.0,
+            reps: 3,
+            rw_writers: 2,
+        }
+    }
+
+    /// ceiling 400, Fast (livecount) 300, Big (livecount, huge) 350, Neg (peer) 500 but reads
+    /// below 0, AtomicI64 30, oracle 10; every figure a target needs at 1 and 2 threads.
+    fn world() -> (Vec<Info>, Vec<Figure>) {
+        let contenders = vec![
+            info(CEILING, Kind::Ceiling),
+            info("Fast", Kind::Livecount),
+            info("Big", Kind::Livecount),
+            info("Neg", Kind::Peer),
+            info(ATOMIC, Kind::Peer),
+            info("fast-counter", Kind::Peer),
+            info("Oracle", Kind::Oracle),
+        ];
+        let tput = [
+            (CEILING, 400.0),
+            ("Fast", 300.0),
+            ("Big", 350.0),
+            ("Neg", 500.0),
+            (ATOMIC, 30.0),
+            ("fast-counter", 100.0),
+            ("Oracle", 10.0),
+        ];
+        let mut figures = Vec::new();
+        for (name, v) in tput {
+            for t in ["1", "2"] {
+                figures.push(fig("threads", name, t, PAIRS_PER_S, v));
+                figures.push(fig(
+                    "memory",
+                    name,
+                    t,
+                    BYTES,
+                    if name == "Big" { 1e6 } else { 64.0 },
+                ));
+            }
+            let min = if name == "Neg" { -7.0 } else { 0.0 };
+            figures.push(fig("read_under_write", name, "10Hz", MIN_READ, min));
+            figures.push(fig("read_under_write", name, "10Hz", READ_NS, 50.0));
+            figures.push(fig("read_under_write", name, "10Hz", TRUE_MAX, 384.0));
+        }
+        figures.push(fig("lifecycle", "Fast", "1", PAIRS_PER_S, 300.0));
+        figures.push(fig("lifecycle", "Fast+session", "1", PAIRS_PER_S, 100.0));
+        (contenders, figures)
+    }
+
+    #[test]
+    fn ranking_excludes_ceiling_oracle_negative_reads_and_oversized() {
+        let (contenders, figures) = world();
+        let rows = rank(&figures, &contenders, &params(Some(4096)));
+        let order: Vec<(&str, Option<usize>)> =
+            rows.iter().map(|r| (r.name.as_str(), r.rank)).collect();
+        assert_eq!(
+            order,
+            [
+                (CEILING, None),
+                ("Fast", Some(1)),
+                ("fast-counter", Some(2)),
+                (ATOMIC, Some(3)),
+                ("Neg", None),
+                ("Big", None),
+                ("Oracle", None),
+            ]
+        );
+        assert_eq!(rows[4].excluded.as_deref(), Some("read below 0"));
+        assert_eq!(
+            rows[5].excluded.as_deref(),
+            Some("over --max-bytes-per-counter")
+        );
+        assert_eq!(rows[1].pct_ceiling, 75.0);
+        assert_eq!(rows[1].vs_atomic, 10.0);
+        // Without a byte limit the bigger, faster counter wins.
+        let rows = rank(&figures, &contenders, &params(None));
+        assert_eq!(rows[1].name, "Big");
+    }
+
+    #[test]
+    fn recommendation_names_the_import_and_the_reasons() {
+        let (contenders, figures) = world();
+        let p = params(Some(4096));
+        let text = recommend(&rank(&figures, &contenders, &p), &p);
+        assert!(text.contains("import `crate::Fast`"), "{text}");
+        assert!(
+            text.contains("75% of the ceiling") && text.contains("10.0× `AtomicI64`"),
+            "{text}"
+        );
+        assert!(text.contains("Runner-up: `crate::fast-counter`"), "{text}");
+        assert!(text.contains("Neg read below 0"), "{text}");
+        let none = recommend(&rank(&figures, &contenders[..1], &p), &p);
+        assert!(none.starts_with("No contender qualifies"), "{none}");
+    }
+
+    #[test]
+    fn targets_are_judged_from_figures() {
+        let (contenders, figures) = world();
+        let t = targets(&figures, &contenders);
+        // Big: 350/30 = 11.7× AtomicI64, 3.5× fast-counter, 87.5% of ceiling.
+        assert_eq!(t[0].met, Some(true), "{:?}", t[0]);
+        // 30/350 = 0.09 ≤ 0.6.
+        assert_eq!(t[1].met, Some(true), "{:?}", t[1]);
+        assert_eq!(t[2].met, Some(true), "{:?}", t[2]);
+        // 300/100 = 3× ≤ 5×.
+        assert_eq!(t[3].met, Some(true), "{:?}", t[3]);
+        let mut worse = figures.clone();
+        worse.retain(|f| f.contender != "Fast+session");
+        worse.push(fig("lifecycle", "Fast+session", "1", PAIRS_PER_S, 10.0));
+        worse.retain(|f| !(f.contender == "Fast" && f.metric == MIN_READ));
+        worse.push(fig("read_under_write", "Fast", "10Hz", MIN_READ, -1.0));
+        let t = targets(&worse, &contenders);
+        assert_eq!((t[2].met, t[3].met), (Some(false), Some(false)));
+        assert!(t[3].measured.contains("Fast@1t 30.0×"), "{}", t[3].measured);
+        assert_eq!(targets(&[], &contenders)[0].met, None);
+    }
+}

@@ -306,15 +306,22 @@ fn read_loop<C: Contender>(c: &C, stop: &AtomicBool, reader: Reader) -> ReadStat
     match reader {
         Reader::Continuous => {
             let t0 = Instant::now();
-            while !stop.load(Ordering::Acquire) {
+            // At least one read, even if the writers are already done.
+            loop {
                 record(black_box(c.read()));
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
             }
             busy = t0.elapsed();
         }
         Reader::Hz(hz) => {
             let period = Duration::from_secs_f64(1.0 / f64::from(hz.max(1)));
             let mut next = Instant::now();
-            while !stop.load(Ordering::Acquire) {
+            let mut first = true;
+            // The first read happens at once, even if the writers are already done.
+            while first || !stop.load(Ordering::Acquire) {
+                first = false;
                 if Instant::now() >= next {
                     let t = Instant::now();
                     let value = black_box(c.read());

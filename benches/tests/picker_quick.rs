@@ -1,0 +1,134 @@
+//! The picker end to end, as a user runs it: `--quick` on a tiny budget writes a
+//! `results.json` that parses and holds every contender and workload, plus `REPORT.md` and the
+//! plots; `--compare` reads it back; bad arguments fail clearly.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use livecount_benches::contender;
+use livecount_benches::plan::WORKLOADS;
+use livecount_benches::results::Results;
+
+fn picker() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_livecount-picker"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("livecount-picker-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn quick_run_writes_every_contender_and_workload() {
+    let dir = temp_dir("quick");
+    let out = picker()
+        .args([
+            "--quick",
+            "--budget",
+            "1",
+            "--no-progress",
+            "--label",
+            "test-machine",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("import `"),
+        "a recommendation names a counter: {stdout}"
+    );
+
+    let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    let results: Results = serde_json::from_str(&json).unwrap();
+    assert_eq!(results.machine.label, "test-machine");
+    assert!(results.machine.cores >= 1 && !results.machine.rustc.is_empty());
+    for c in contender::all() {
+        assert!(
+            results.figures.iter().any(|f| f.contender == c.name),
+            "no figure for {}",
+            c.name
+        );
+        assert!(
+            results.ranking.iter().any(|r| r.name == c.name),
+            "{} not ranked",
+            c.name
+        );
+    }
+    for w in WORKLOADS {
+        assert!(
+            results.figures.iter().any(|f| f.workload == w),
+            "no figure for workload {w}"
+        );
+    }
+    assert!(
+        results.figures.iter().all(|f| f.samples.len() >= 3),
+        "every point is repeated 3 times"
+    );
+    assert_eq!(results.targets.len(), 4);
+    let report = std::fs::read_to_string(dir.join("REPORT.md")).unwrap();
+    for line in [
+        "Machine: ",
+        "Rust: ",
+        "Commit: ",
+        "Reproduce: `cargo run --release -- --quick",
+    ] {
+        assert!(report.contains(line), "REPORT.md lacks {line:?}");
+    }
+    for svg in ["throughput.svg", "reader.svg"] {
+        assert!(
+            std::fs::read_to_string(dir.join(svg))
+                .unwrap()
+                .starts_with("<svg")
+        );
+    }
+
+    let json_path = dir.join("results.json");
+    let cmp = picker()
+        .arg("--compare")
+        .arg(&json_path)
+        .arg("--against")
+        .arg(&json_path)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&cmp.stdout);
+    assert!(cmp.status.success());
+    assert!(
+        table.contains("threads/PerThread/1/pairs_per_s") && table.contains("| 1.00 |"),
+        "{table}"
+    );
+    assert!(!table.contains("REGRESSION"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_arguments_fail_clearly() {
+    for (args, says) in [
+        (
+            &["--threads", "none"][..],
+            "--threads \"none\": expected a whole number",
+        ),
+        (&["--quick", "--full"][..], "exclude each other"),
+        (
+            &[
+                "--compare",
+                "/nonexistent/old.json",
+                "--against",
+                "/nonexistent/new.json",
+            ][..],
+            "cannot read",
+        ),
+    ] {
+        let out = picker().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
