@@ -24,6 +24,7 @@ use crossbeam_utils::CachePadded;
 use livecount::Counter;
 use sharded_slab::Slab;
 
+use crate::clock::CoarseClock;
 use crate::lifecycle::Lifecycle;
 use crate::sync::shard_hint;
 use crate::tally::Tally;
@@ -46,6 +47,8 @@ pub(crate) struct Shared<C: Counter, M> {
     pub(crate) registry: Registry<C, M>,
     /// The next snapshot's sequence number.
     pub(crate) sequence: StdAtomicU64,
+    /// Start and activity instants, at tick precision.
+    pub(crate) clock: CoarseClock,
 }
 
 impl<C: Counter, M> Core<C, M> {

@@ -110,9 +110,11 @@ pub struct EndHandle<C: Counter = PerThread, M = ()> {
 pub struct SessionInfo<M = ()> {
     /// The session's id.
     pub id: SessionId,
-    /// When it started.
+    /// When it started, at the tracker clock's tick precision: never later than the true
+    /// start, at most a couple of scheduler ticks (a few ms) earlier (see the crate docs).
     pub started_at: Instant,
-    /// Its last recorded activity: the start, a `touch`, or a phase change.
+    /// Its last recorded activity: the start, a `touch`, or a phase change (the same
+    /// precision; `touch_at` records exactly the instant given).
     pub last_activity: Instant,
     /// Its phase when read (for a reaped session: just before it was ended).
     pub phase: Phase,
@@ -168,7 +170,7 @@ impl<C: Counter, M> Session<C, M> {
     pub fn set_phase(&mut self, phase: Phase) -> bool {
         // `&mut self`: one transition at a time per session, which the protocol relies on
         // (a second concurrent transition would find BUSY set and do nothing).
-        self.core.touch_at(Instant::now());
+        self.core.touch_at(self.core.tracker.clock.now());
         self.core.life.set_phase(phase, &self.core.tracker.tally)
     }
 
@@ -177,9 +179,10 @@ impl<C: Counter, M> Session<C, M> {
         self.core.life.phase()
     }
 
-    /// Records activity now, so the reaper leaves the session alone.
+    /// Records activity now (at tick precision, a few ms), so the reaper leaves the session
+    /// alone.
     pub fn touch(&self) {
-        self.core.touch_at(Instant::now());
+        self.core.touch_at(self.core.tracker.clock.now());
     }
 
     /// Records activity at `now` (a frame's timestamp, a virtual clock). Activity never moves
@@ -250,7 +253,7 @@ impl<C: Counter, M> EndHandle<C, M> {
 
     /// Records activity now (a heartbeat, a frame received), so the reaper leaves it alone.
     pub fn touch(&self) {
-        self.core.touch_at(Instant::now());
+        self.core.touch_at(self.core.tracker.clock.now());
     }
 
     /// Records activity at `now`; see [`Session::touch_at`].

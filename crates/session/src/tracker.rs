@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use livecount::{Counter, PerThread};
 
+use crate::clock::CoarseClock;
 use crate::reason::EndReason;
 use crate::registry::{Registry, Shared};
 use crate::session::{Session, SessionId, SessionInfo};
@@ -87,13 +88,13 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// assert_eq!(tracker.active(), 0);
     /// ```
     pub fn with_counters(total: C, generating: C) -> Self {
-        SessionTracker {
-            shared: Arc::new(Shared {
-                tally: Tally::new(total, generating),
-                registry: Registry::new(),
-                sequence: StdAtomicU64::new(1),
-            }),
-        }
+        let shared = Arc::new(Shared {
+            tally: Tally::new(total, generating),
+            registry: Registry::new(),
+            sequence: StdAtomicU64::new(1),
+            clock: CoarseClock::new(),
+        });
+        SessionTracker { shared }
     }
 
     /// Starts a session (in [`Phase::Listening`](crate::Phase::Listening)).
@@ -103,7 +104,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// If the registry is full (more than 4096 threads starting sessions at once); nothing is
     /// counted then.
     pub fn start(&self) -> Session<C, M> {
-        Session::new(Registry::start(&self.shared, None, Instant::now()))
+        Session::new(Registry::start(&self.shared, None, self.shared.clock.now()))
     }
 
     /// Starts a session carrying `metadata`.
@@ -119,7 +120,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
         Session::new(Registry::start(
             &self.shared,
             Some(metadata),
-            Instant::now(),
+            self.shared.clock.now(),
         ))
     }
 
