@@ -164,7 +164,9 @@ impl<C: Counter, M> Registry<C, M> {
             };
             keys.keys.push(key);
             if keys.keys.len() >= keys.compact_at.max(MIN_COMPACT) {
-                keys.keys.retain(|&key| self.get(key).is_some());
+                // Only presence: no `Arc` clone per key. An ended session whose winner has
+                // not removed it yet stays one more round; a stale key finds nothing.
+                keys.keys.retain(|&key| self.slab.contains(key));
                 keys.compact_at = 2 * keys.keys.len();
             }
             return;
