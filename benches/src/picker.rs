@@ -243,9 +243,6 @@ pub fn measure(opts: &Options) -> Results {
         .sum::<usize>()
         + lifecycle_runs;
     let memory_points = plan.memory.len() * contenders.len();
-    let per_run = opts
-        .budget
-        .mul_f64(0.85 / (timed_points as f64 * (opts.reps as f64 + 1.0)));
     let pb = if opts.progress {
         ProgressBar::new((timed_points + memory_points) as u64)
     } else {
@@ -259,13 +256,15 @@ pub fn measure(opts: &Options) -> Results {
     let mut s = Sweeper {
         ctx: Ctx::new(cores, plan.writers),
         plan: &plan,
-        per_run: per_run.max(Duration::from_millis(1)),
+        // The budget covers setup too (spawning 100 000 tasks, 256-thread memory runs): each
+        // point gets an equal share of what is left, so slow setups shrink the rest.
+        deadline: Instant::now() + opts.budget.mul_f64(0.95),
+        remaining: timed_points + memory_points,
         reps: opts.reps,
         figures: Vec::new(),
         pb: &pb,
         workload: "",
     };
-    let started = Instant::now();
     for w in plan::WORKLOADS {
         s.workload = w;
         if w == "lifecycle" {
@@ -288,7 +287,6 @@ pub fn measure(opts: &Options) -> Results {
     if let Some(label) = &opts.label {
         machine.label = label.clone();
     }
-    let _ = started;
     conclude(
         "picker",
         machine,
@@ -352,7 +350,8 @@ fn command_line(o: &Options) -> String {
 struct Sweeper<'a> {
     ctx: Ctx,
     plan: &'a Plan,
-    per_run: Duration,
+    deadline: Instant,
+    remaining: usize,
     reps: usize,
     figures: Vec<Figure>,
     pb: &'a ProgressBar,
@@ -360,18 +359,31 @@ struct Sweeper<'a> {
 }
 
 impl Sweeper<'_> {
-    /// A pilot grows the unit count until a run takes an eighth of the per-run time, then
-    /// `reps` runs of the scaled unit count are measured.
+    /// This point's share of the budget left.
+    fn share(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now()) / self.remaining.max(1) as u32
+    }
+
+    /// A pilot grows the unit count until a run takes an eighth of this point's per-run time,
+    /// then `reps` runs of the unit count scaled to fill the point's share (minus the setup
+    /// each run costs outside its timed window) are measured.
     fn samples<C: Contender>(&self, point: Point) -> Vec<Sample> {
+        let share = self.share();
+        let begun = Instant::now();
+        let per_run = share / (self.reps as u32 + 1);
         let mut units = 1u64;
-        let pilot = loop {
+        let (pilot, setup) = loop {
+            let t = Instant::now();
             let s = plan::run::<C>(&self.ctx, point, units);
-            if s.elapsed >= self.per_run / 8 || units >= 1 << 40 {
-                break s;
+            let wall = t.elapsed();
+            if s.elapsed >= per_run / 8 || units >= 1 << 40 {
+                break (s, wall.saturating_sub(s.elapsed));
             }
             units *= 8;
         };
-        let scale = self.per_run.as_secs_f64() / pilot.elapsed.as_secs_f64().max(1e-9);
+        let left = share.saturating_sub(begun.elapsed()) / self.reps as u32;
+        let target = left.saturating_sub(setup).max(Duration::from_micros(500));
+        let scale = target.as_secs_f64() / pilot.elapsed.as_secs_f64().max(1e-9);
         let units = ((units as f64 * scale) as u64).max(1);
         (0..self.reps)
             .map(|_| plan::run::<C>(&self.ctx, point, units))
@@ -399,7 +411,7 @@ impl Sweeper<'_> {
             fig("reads", &|s| s.read.map(|r| r.reads as f64)),
         ];
         self.figures.extend(figs.into_iter().flatten());
-        self.pb.inc(1);
+        self.done_point();
     }
 
     fn slowdown(&mut self, name: &str) {
@@ -432,6 +444,13 @@ impl Sweeper<'_> {
     }
 }
 
+impl Sweeper<'_> {
+    fn done_point(&mut self) {
+        self.remaining = self.remaining.saturating_sub(1);
+        self.pb.inc(1);
+    }
+}
+
 impl Visit for Sweeper<'_> {
     fn visit<C: Contender>(&mut self) {
         if self.workload == "memory" {
@@ -450,7 +469,7 @@ impl Visit for Sweeper<'_> {
                         v,
                     ));
                 }
-                self.pb.inc(1);
+                self.done_point();
             }
             return;
         }
