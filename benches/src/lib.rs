@@ -23,6 +23,13 @@
 //! threads, handoff, tasks (tokio), read under write, lifecycle (`livecount-session` vs the
 //! bare counter), churn and memory; see [`workload`]. Numbers are ballpark and belong to the
 //! machine they were measured on.
+//!
+//! # Results
+//!
+//! Each machine's run lives in `results/<machine-label>/` (`results.json`, a generated
+//! `REPORT.md`, `throughput.svg`, `reader.svg`); this repository's is
+//! `results/intel-r-xeon-r-processor-2c/`. Compare two runs with
+//! `cargo run --release -- --compare OLD.json --against NEW.json`.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

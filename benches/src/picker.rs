@@ -187,6 +187,7 @@ pub fn main_with(opts: &Options) -> Result<String, String> {
         .clone()
         .unwrap_or_else(|| default_out(&results.machine.label));
     write(&results, &dir)?;
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut out = format!(
         "{}\n{}\n\nTargets:\n{}\nWrote {}\n",
         report::table(&results.ranking, results.params.threads),

@@ -81,7 +81,12 @@ fn workload_table(
                 mine.iter()
                     .find(|f| f.contender == n && f.param == *p)
                     .map_or("-".into(), |f| {
-                        if f.samples.len() > 1 || f.low != f.high {
+                        // Extremes are reported as the worst repetition, not a median.
+                        if metric == "min_read" {
+                            fmt(f.low)
+                        } else if metric == "max_read" || metric == "true_max" {
+                            fmt(f.high)
+                        } else if f.median != 0.0 && (f.samples.len() > 1 || f.low != f.high) {
                             format!("{} (±{:.0}%)", fmt(f.median), 50.0 * f.spread())
                         } else {
                             fmt(f.median)
