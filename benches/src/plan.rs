@@ -165,8 +165,8 @@ impl Plan {
         }
     }
 
-    /// Every timed point, workload by workload, except lifecycle (which only livecount
-    /// counters run: see [`Plan::lifecycle_points`]).
+    /// Every timed point of `workload` (only livecount counters run the lifecycle points:
+    /// the session tracker is built on them).
     pub fn points(&self, workload: &str) -> Vec<Point> {
         match workload {
             "threads" => self.threads.iter().map(|&t| Point::Threads(t)).collect(),
