@@ -303,7 +303,12 @@ fn a_torn_concurrent_read_is_caught() {
     let caught = (0..30).find_map(|_| failure_of::<TornRead>(&racy_program()));
     let message = caught.expect("the torn read was never caught in 30 programs");
     assert!(message.contains("concurrent read"), "{message}");
-    assert!(message.contains("below its lower bound"), "{message}");
+    // A torn read shows either as a value below the sessions known open, or, when more ends
+    // than starts landed in the pause, as totals with started < ended.
+    assert!(
+        message.contains("below its lower bound") || message.contains("has started < ended"),
+        "{message}"
+    );
 }
 
 #[test]
