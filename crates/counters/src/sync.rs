@@ -21,6 +21,28 @@ mod imp {
     pub(crate) fn id_pool() -> PoolRef {
         &POOL
     }
+
+    /// A copy of the calling thread's index in a `const`-initialised thread-local without a
+    /// destructor: reading it is one thread-local load, with no initialisation or teardown
+    /// state to check. The registration (which owns the index) fills and clears it.
+    pub(crate) mod index_cache {
+        use std::cell::Cell;
+
+        std::thread_local! {
+            static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+        }
+
+        #[inline]
+        pub(crate) fn get() -> Option<usize> {
+            let index = INDEX.get();
+            (index != usize::MAX).then_some(index)
+        }
+
+        #[inline]
+        pub(crate) fn set(index: Option<usize>) {
+            INDEX.set(index.unwrap_or(usize::MAX));
+        }
+    }
 }
 
 #[cfg(livecount_loom)]
@@ -44,6 +66,18 @@ mod imp {
     pub(crate) fn id_pool() -> PoolRef {
         PoolRef::clone(&POOL)
     }
+
+    /// No cache under the model checker: every lookup goes through the registration, whose
+    /// thread-local is the one the checker models.
+    pub(crate) mod index_cache {
+        #[inline]
+        pub(crate) fn get() -> Option<usize> {
+            None
+        }
+
+        #[inline]
+        pub(crate) fn set(_index: Option<usize>) {}
+    }
 }
 
 #[cfg(all(livecount_shuttle, not(livecount_loom)))]
@@ -66,6 +100,18 @@ mod imp {
     /// The pool of reusable thread indices, fresh for every shuttle execution.
     pub(crate) fn id_pool() -> PoolRef {
         PoolRef::clone(&POOL)
+    }
+
+    /// No cache under the model checker: every lookup goes through the registration, whose
+    /// thread-local is the one the checker models.
+    pub(crate) mod index_cache {
+        #[inline]
+        pub(crate) fn get() -> Option<usize> {
+            None
+        }
+
+        #[inline]
+        pub(crate) fn set(_index: Option<usize>) {}
     }
 }
 

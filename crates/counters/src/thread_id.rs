@@ -75,6 +75,8 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        // Forget the cached copy first: from here on this thread has no index.
+        sync::index_cache::set(None);
         sync::lock_pool(&self.pool).release(self.index);
     }
 }
@@ -87,7 +89,22 @@ thread_local! {
 /// (after its registration has been released).
 #[inline]
 pub(crate) fn current() -> Option<usize> {
-    REGISTRATION.try_with(|r| r.index).ok()
+    // Fast path: a plain thread-local word, no lazy-initialisation or destructor state.
+    match sync::index_cache::get() {
+        Some(index) => Some(index),
+        None => register(),
+    }
+}
+
+/// First use on this thread (or teardown): registers, and caches the index for `current`.
+#[cold]
+fn register() -> Option<usize> {
+    REGISTRATION
+        .try_with(|r| {
+            sync::index_cache::set(Some(r.index));
+            r.index
+        })
+        .ok()
 }
 
 /// Runs `f` on the calling thread's striping probe (never zero), or returns `None` during
