@@ -67,17 +67,7 @@ mod imp {
         PoolRef::clone(&POOL)
     }
 
-    /// No cache under the model checker: every lookup goes through the registration, whose
-    /// thread-local is the one the checker models.
-    pub(crate) mod index_cache {
-        #[inline]
-        pub(crate) fn get() -> Option<usize> {
-            None
-        }
-
-        #[inline]
-        pub(crate) fn set(_index: Option<usize>) {}
-    }
+    pub(crate) use super::model_index_cache as index_cache;
 }
 
 #[cfg(all(livecount_shuttle, not(livecount_loom)))]
@@ -102,17 +92,20 @@ mod imp {
         PoolRef::clone(&POOL)
     }
 
-    /// No cache under the model checker: every lookup goes through the registration, whose
-    /// thread-local is the one the checker models.
-    pub(crate) mod index_cache {
-        #[inline]
-        pub(crate) fn get() -> Option<usize> {
-            None
-        }
+    pub(crate) use super::model_index_cache as index_cache;
+}
 
-        #[inline]
-        pub(crate) fn set(_index: Option<usize>) {}
+/// No index cache under a model checker: every lookup goes through the registration, whose
+/// thread-local is the one the checker models.
+#[cfg(any(livecount_loom, livecount_shuttle))]
+pub(crate) mod model_index_cache {
+    #[inline]
+    pub(crate) fn get() -> Option<usize> {
+        None
     }
+
+    #[inline]
+    pub(crate) fn set(_index: Option<usize>) {}
 }
 
 pub(crate) use imp::*;

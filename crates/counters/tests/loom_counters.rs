@@ -67,6 +67,19 @@ fn check_read<C: Counter>(counter: &C, open_throughout: u64, started_max: u64) {
     }
 }
 
+/// After every thread has joined: exact, idle, and (where kept) totals of `sessions` each.
+fn assert_quiescent<C: Counter>(counter: &C, sessions: u64) {
+    assert_eq!(counter.load(), 0);
+    assert!(counter.is_idle());
+    if let Some(totals) = counter.totals() {
+        let expected = Totals {
+            started: sessions,
+            ended: sessions,
+        };
+        assert_eq!(totals, expected);
+    }
+}
+
 /// (a) A session starts on one thread and ends on another while a reader reads.
 fn cross_thread_end_with_reader<C: Counter + Default + 'static>(bound: usize) {
     model_bounded(bound, || {
@@ -76,17 +89,7 @@ fn cross_thread_end_with_reader<C: Counter + Default + 'static>(bound: usize) {
         let token = starter.join().unwrap();
         counter.decrement(token); // on the main thread: another cell than the start's
         reader.join().unwrap();
-        assert_eq!(counter.load(), 0);
-        assert!(counter.is_idle());
-        if let Some(totals) = counter.totals() {
-            assert_eq!(
-                totals,
-                Totals {
-                    started: 1,
-                    ended: 1
-                }
-            );
-        }
+        assert_quiescent(&*counter, 1);
     });
 }
 
@@ -104,16 +107,7 @@ fn open_session_is_always_counted<C: Counter + Default + 'static>(bound: usize) 
         ender.join().unwrap();
         reader.join().unwrap(); // the open session ends only after the read returned
         counter.decrement(open);
-        assert_eq!(counter.load(), 0);
-        if let Some(totals) = counter.totals() {
-            assert_eq!(
-                totals,
-                Totals {
-                    started: 2,
-                    ended: 2
-                }
-            );
-        }
+        assert_quiescent(&*counter, 2);
     });
 }
 
@@ -133,16 +127,7 @@ fn concurrent_pairs_lose_nothing<C: Counter + Default + 'static>(bound: usize) {
         for w in writers {
             w.join().unwrap();
         }
-        assert_eq!(counter.load(), 0);
-        if let Some(totals) = counter.totals() {
-            assert_eq!(
-                totals,
-                Totals {
-                    started: 2,
-                    ended: 2
-                }
-            );
-        }
+        assert_quiescent(&*counter, 2);
     });
 }
 
