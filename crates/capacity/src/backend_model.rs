@@ -1,0 +1,175 @@
+//! Per-backend state: EWMA-smoothed reports, stale-report decay and slow start.
+
+use std::time::Duration;
+
+use crate::{CapacityConfig, Estimate, Freshness, sanitize_utilisation};
+
+/// The last accepted report of a backend.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Snapshot {
+    at: Duration,
+    active: u64,
+    utilisation: f64,
+}
+
+/// What the balancer remembers about one backend.
+///
+/// Time is passed in explicitly as a [`Duration`] since any epoch the caller picks (a
+/// simulator's clock, or `Instant::now() - start`), so nothing here sleeps or reads a
+/// clock. Times that run backwards are read as "no time passed".
+///
+/// * **Smoothing**: utilisation reports are combined by an EWMA with the config's α; a
+///   report arriving after the previous one went stale restarts the average.
+/// * **Stale reports**: past the TTL the last snapshot's headroom halves every
+///   `stale_half_life`; its capacity never exceeds what the snapshot gave while fresh.
+/// * **Slow start**: the weight (not the capacity) ramps linearly from 0 to full over
+///   `slow_start` after `first_seen`, so a new backend is not flooded on its first report.
+///
+/// ```
+/// use std::time::Duration;
+/// use livecount_capacity::{BackendModel, CapacityConfig, Freshness};
+///
+/// let secs = Duration::from_secs;
+/// let config = CapacityConfig::new(0.8, 2.0, secs(10), secs(10))?;
+/// let mut backend = BackendModel::new(secs(0));
+/// backend.report(&config, secs(20), 80, 0.40);
+///
+/// let fresh = backend.estimate(&config, secs(25), None);
+/// assert!((fresh.effective_capacity - 120.0).abs() < 1e-9);
+///
+/// let stale = backend.estimate(&config, secs(60), None); // 40 s old, TTL 30 s, half-life 10 s
+/// assert_eq!(stale.freshness, Freshness::Stale);
+/// assert!((stale.headroom - 20.0).abs() < 1e-9);
+/// # Ok::<(), livecount_capacity::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendModel {
+    first_seen: Duration,
+    last: Option<Snapshot>,
+}
+
+impl BackendModel {
+    /// A backend first seen at `first_seen`, with no report yet.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use livecount_capacity::{BackendModel, CapacityConfig, Freshness};
+    ///
+    /// let config = CapacityConfig::builder().build()?;
+    /// let backend = BackendModel::new(Duration::ZERO);
+    /// let e = backend.estimate(&config, Duration::from_secs(1), None);
+    /// assert_eq!(e.freshness, Freshness::NoReport);
+    /// # Ok::<(), livecount_capacity::ConfigError>(())
+    /// ```
+    pub fn new(first_seen: Duration) -> Self {
+        Self {
+            first_seen,
+            last: None,
+        }
+    }
+
+    /// Records a report taken at `at`: `active` sessions and raw `utilisation`
+    /// (sanitised by [`sanitize_utilisation`], then smoothed).
+    pub fn report(&mut self, config: &CapacityConfig, at: Duration, active: u64, utilisation: f64) {
+        let u = sanitize_utilisation(utilisation);
+        let utilisation = match self.last {
+            Some(prev) if at.saturating_sub(prev.at) <= config.stale_ttl() => {
+                let a = config.ewma_alpha();
+                a * u + (1.0 - a) * prev.utilisation
+            }
+            _ => u,
+        };
+        self.last = Some(Snapshot {
+            at,
+            active,
+            utilisation,
+        });
+    }
+
+    /// The smoothed utilisation of the last report, if any.
+    pub fn smoothed_utilisation(&self) -> Option<f64> {
+        self.last.map(|s| s.utilisation)
+    }
+
+    /// The estimate at `now`; `prior_cost` as in [`Estimate::compute`].
+    pub fn estimate(
+        &self,
+        config: &CapacityConfig,
+        now: Duration,
+        prior_cost: Option<f64>,
+    ) -> Estimate {
+        let Some(snap) = self.last else {
+            return Estimate::no_report();
+        };
+        let fresh = Estimate::compute(config, snap.active, snap.utilisation, prior_cost);
+        let age = now.saturating_sub(snap.at);
+        let mut estimate = if age <= config.stale_ttl() {
+            fresh
+        } else {
+            let over = (age - config.stale_ttl()).as_secs_f64();
+            let halvings = over / config.stale_half_life().as_secs_f64();
+            // exp2 of a large negative number is 0, never NaN: `halvings` is finite and ≥ 0.
+            let headroom = fresh.headroom * (-halvings).exp2();
+            Estimate::from_headroom(snap.active, headroom.min(fresh.headroom), Freshness::Stale)
+        };
+        estimate.weight = estimate.headroom * self.ramp(config, now);
+        estimate
+    }
+
+    /// Slow-start factor in [0, 1].
+    fn ramp(&self, config: &CapacityConfig, now: Duration) -> f64 {
+        let period = config.slow_start().as_secs_f64();
+        if period <= 0.0 {
+            return 1.0;
+        }
+        (now.saturating_sub(self.first_seen).as_secs_f64() / period).clamp(0.0, 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn config() -> CapacityConfig {
+        CapacityConfig::new(0.8, 2.0, secs(10), secs(10)).unwrap()
+    }
+
+    #[test]
+    fn slow_start_ramps_weight_not_capacity() {
+        let c = config();
+        let mut b = BackendModel::new(secs(100));
+        b.report(&c, secs(100), 80, 0.4);
+        let at_start = b.estimate(&c, secs(100), None);
+        assert_eq!(at_start.weight, 0.0);
+        assert!((at_start.headroom - 40.0).abs() < 1e-9);
+        let halfway = b.estimate(&c, secs(105), None);
+        assert!((halfway.weight - 20.0).abs() < 1e-9);
+        assert!((b.estimate(&c, secs(110), None).weight - 40.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ewma_smooths_and_restarts_after_staleness() {
+        let c = config();
+        let mut b = BackendModel::new(secs(0));
+        b.report(&c, secs(0), 10, 0.2);
+        b.report(&c, secs(10), 10, 0.6);
+        assert!((b.smoothed_utilisation().unwrap() - 0.4).abs() < 1e-12);
+        b.report(&c, secs(100), 10, 0.9);
+        assert_eq!(b.smoothed_utilisation(), Some(0.9));
+    }
+
+    #[test]
+    fn stale_report_decays_towards_active_sessions() {
+        let c = config();
+        let mut b = BackendModel::new(secs(0));
+        b.report(&c, secs(0), 80, 0.4);
+        let long_ago = b.estimate(&c, secs(100_000), None);
+        assert_eq!(long_ago.freshness, Freshness::Stale);
+        assert_eq!(long_ago.headroom, 0.0);
+        assert_eq!(long_ago.effective_capacity, 80.0);
+    }
+}
