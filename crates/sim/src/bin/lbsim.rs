@@ -1,0 +1,250 @@
+//! `lbsim`: run load-balancing scenarios through routing policies and write the results.
+//!
+//! ```text
+//! lbsim run SCENARIO [--policy NAME[,NAME…]]… [--seed N] [--out DIR] [--no-write] [--no-progress]
+//! lbsim check SCENARIO…      validate scenario files
+//! lbsim list                 the bundled scenarios
+//! lbsim policies             the policy names
+//! ```
+//!
+//! SCENARIO is a path, or the name of a bundled scenario (`crates/sim/scenarios/NAME.toml`).
+//! Results go to `results/sim/<scenario>/` unless `--out` says otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use livecount_sim::report::{self, RunMeta};
+use livecount_sim::{Scenario, ScenarioResult, policy, run};
+
+const USAGE: &str = "usage:
+  lbsim run SCENARIO [--policy NAME[,NAME...]]... [--seed N] [--out DIR] [--no-write] [--no-progress]
+  lbsim check SCENARIO...
+  lbsim list
+  lbsim policies
+SCENARIO is a .toml path or a bundled scenario name (see `lbsim list`).";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match dispatch(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lbsim: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatch(args: &[String]) -> Result<(), String> {
+    match args.first().map(String::as_str) {
+        Some("run") => run_cmd(&RunOptions::parse(&args[1..])?),
+        Some("check") if args.len() > 1 => {
+            for a in &args[1..] {
+                let s = load(a)?;
+                println!(
+                    "{}: ok ({} backends, {})",
+                    a,
+                    s.backend_count(),
+                    s.description
+                );
+            }
+            Ok(())
+        }
+        Some("list") => list(),
+        Some("policies") => {
+            policy::NAMES.iter().for_each(|n| println!("{n}"));
+            Ok(())
+        }
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => Err(format!("expected a command\n{USAGE}")),
+    }
+}
+
+/// Options of `lbsim run`.
+#[derive(Debug, Default)]
+struct RunOptions {
+    scenario: String,
+    policies: Vec<String>,
+    seed: Option<u64>,
+    out: Option<PathBuf>,
+    write: bool,
+    progress: bool,
+}
+
+impl RunOptions {
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut o = RunOptions {
+            write: true,
+            progress: true,
+            ..Default::default()
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut value = |what: &str| {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{a} needs {what}"))
+            };
+            match a.as_str() {
+                "--policy" => {
+                    for name in value("a policy name")?.split(',').filter(|n| !n.is_empty()) {
+                        if !policy::NAMES.contains(&name) {
+                            let all = policy::NAMES.join(", ");
+                            return Err(format!("unknown policy {name:?} (known: {all})"));
+                        }
+                        o.policies.push(name.to_owned());
+                    }
+                }
+                "--seed" => {
+                    let v = value("a whole number")?;
+                    o.seed = Some(
+                        v.parse()
+                            .map_err(|_| format!("--seed {v:?}: not a whole number"))?,
+                    );
+                }
+                "--out" => o.out = Some(value("a directory")?.into()),
+                "--no-write" => o.write = false,
+                "--no-progress" => o.progress = false,
+                s if s.starts_with('-') => return Err(format!("unknown option {s}\n{USAGE}")),
+                s if o.scenario.is_empty() => o.scenario = s.to_owned(),
+                s => return Err(format!("unexpected argument {s:?}\n{USAGE}")),
+            }
+        }
+        if o.scenario.is_empty() {
+            return Err(format!("run needs a SCENARIO\n{USAGE}"));
+        }
+        Ok(o)
+    }
+}
+
+fn bundled_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// A path as given, else a bundled scenario of that name.
+fn resolve(arg: &str) -> PathBuf {
+    let path = PathBuf::from(arg);
+    if path.exists() || arg.ends_with(".toml") {
+        return path;
+    }
+    bundled_dir().join(format!("{arg}.toml"))
+}
+
+fn load(arg: &str) -> Result<Scenario, String> {
+    Scenario::load(resolve(arg)).map_err(|e| e.to_string())
+}
+
+fn list() -> Result<(), String> {
+    let dir = bundled_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    for f in files {
+        let s = Scenario::load(&f).map_err(|e| e.to_string())?;
+        println!("{:<24} {}", s.name, s.description);
+    }
+    Ok(())
+}
+
+fn run_cmd(o: &RunOptions) -> Result<(), String> {
+    let path = resolve(&o.scenario);
+    let mut scenario = Scenario::load(&path).map_err(|e| e.to_string())?;
+    if let Some(seed) = o.seed {
+        scenario.seed = seed;
+    }
+    let policies: Vec<String> = match (&o.policies, &scenario.policies) {
+        (cli, _) if !cli.is_empty() => cli.clone(),
+        (_, file) if !file.is_empty() => file.clone(),
+        _ => policy::NAMES.iter().map(|s| s.to_string()).collect(),
+    };
+    println!("{}: {}", scenario.name, scenario.description);
+    let result = run_with_progress(&scenario, &policies, o.progress);
+    println!("{}", report::comparison_table(&result));
+    for p in &result.policies {
+        let rate = p.events as f64 / p.wall_s.max(1e-9);
+        println!(
+            "{:<16} {:>10} events in {:>6.2} s = {:>5.1} M events/s",
+            p.policy,
+            p.events,
+            p.wall_s,
+            rate / 1e6
+        );
+    }
+    if o.write {
+        let dir = o
+            .out
+            .clone()
+            .unwrap_or_else(|| Path::new("results/sim").join(&scenario.name));
+        let meta = meta(&path, o);
+        let files = report::write_all(&result, &dir, &meta)
+            .map_err(|e| format!("{}: cannot write results: {e}", dir.display()))?;
+        for f in files {
+            println!("wrote {}", f.display());
+        }
+    }
+    Ok(())
+}
+
+fn run_with_progress(scenario: &Scenario, policies: &[String], show: bool) -> ScenarioResult {
+    const STEPS: u64 = 1000;
+    let bar = ProgressBar::new(STEPS * policies.len() as u64);
+    if show {
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos:>4}/{len} {msg} [{elapsed_precise}]")
+                .expect("a valid template"),
+        );
+    } else {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let result = run(scenario, policies, &mut |i, fraction| {
+        bar.set_message(policies[i].clone());
+        bar.set_position(i as u64 * STEPS + (fraction * STEPS as f64) as u64);
+    });
+    bar.finish_and_clear();
+    result
+}
+
+fn meta(path: &Path, o: &RunOptions) -> RunMeta {
+    let mut command = format!("cargo run --release -p livecount-sim -- run {}", o.scenario);
+    if let Some(seed) = o.seed {
+        command += &format!(" --seed {seed}");
+    }
+    if !o.policies.is_empty() {
+        command += &format!(" --policy {}", o.policies.join(","));
+    }
+    RunMeta {
+        command,
+        commit: output("git", &["rev-parse", "--short", "HEAD"])
+            .unwrap_or_else(|| "unknown".into()),
+        machine: machine(),
+        rust: output("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
+        scenario_file: path.display().to_string(),
+    }
+}
+
+fn output(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new(cmd).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn machine() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{model}, {cpus} CPUs")
+}

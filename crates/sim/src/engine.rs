@@ -1,0 +1,513 @@
+//! The discrete-event loop: one workload, one policy, one run.
+
+use std::time::Instant;
+
+use crate::SimRng;
+use crate::arrivals::ArrivalProcess;
+use crate::backend::Backend;
+use crate::event_queue::{Event, EventQueue};
+use crate::metrics::Collector;
+use crate::policy::{self, BackendView, Policy, Report};
+use crate::scenario::{CounterKind, Scenario};
+use crate::session_plan::{EndReason, SessionPlan};
+use crate::sim_result::{PolicyResult, ScenarioResult};
+
+/// Events between two progress callbacks.
+const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// Stream numbers for [`SimRng::derive`]: the workload's streams do not depend on the
+/// policy, so every policy replays the same arrivals, sessions, report losses and offsets.
+const STREAM_SESSIONS: u64 = 1 << 40;
+const STREAM_REPORTS: u64 = 2 << 40;
+const STREAM_POLICY: u64 = 3 << 40;
+const STREAM_OFFSETS: u64 = 4 << 40;
+
+/// Runs `scenario` through each policy in `policies` (names from [`policy::NAMES`]).
+///
+/// `progress(policy_index, fraction_of_arrival_horizon)` is called now and then.
+///
+/// ```
+/// use livecount_sim::{Scenario, run};
+///
+/// let scenario = Scenario::from_toml_str(
+///     "description = 'x'\nduration_s = 60\n[arrivals]\nrate_per_s = 2\n\
+///      [sessions]\nduration = 'exponential'\nmean_s = 20\n[[backends]]\ncount = 3",
+///     "inline.toml",
+/// )?;
+/// let result = run(&scenario, &["random".into(), "p2c_sessions".into()], &mut |_, _| {});
+/// let s = &result.policies[1].summary;
+/// assert_eq!(s.arrivals, s.assigned + s.rejected + s.dropped);
+/// assert_eq!(s.ended.values().sum::<u64>(), s.assigned);
+/// # Ok::<(), livecount_sim::ScenarioError>(())
+/// ```
+///
+/// # Panics
+///
+/// On an unknown policy name (validate names with [`policy::by_name`] first).
+pub fn run(
+    scenario: &Scenario,
+    policies: &[String],
+    progress: &mut dyn FnMut(usize, f64),
+) -> ScenarioResult {
+    let results = policies
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let policy = policy::by_name(name, scenario)
+                .unwrap_or_else(|| panic!("unknown policy {name:?}"));
+            run_policy(scenario, policy, &mut |f| progress(i, f))
+        })
+        .collect();
+    ScenarioResult {
+        scenario: scenario.name.clone(),
+        description: scenario.description.clone(),
+        seed: scenario.seed,
+        backends: scenario.backend_count(),
+        duration_s: scenario.duration_s,
+        target_utilisation: scenario.capacity.target,
+        policies: results,
+    }
+}
+
+/// Runs `scenario` through one policy.
+pub fn run_policy(
+    scenario: &Scenario,
+    policy: Box<dyn Policy>,
+    progress: &mut dyn FnMut(f64),
+) -> PolicyResult {
+    let started = Instant::now();
+    let mut engine = Engine::new(scenario, policy);
+    engine.run(progress);
+    let name = engine.policy.name().to_owned();
+    let events = engine.events;
+    let (summary, spread, startup_cdf, first_stream_cdf) = engine.finish();
+    PolicyResult {
+        policy: name,
+        summary,
+        spread,
+        startup_cdf,
+        first_stream_cdf,
+        events,
+        wall_s: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// A session the fleet accepted.
+#[derive(Debug)]
+struct Live {
+    backend: u32,
+    /// Index in its backend's `sessions`.
+    pos: u32,
+    open: bool,
+    speaking: bool,
+    end_at: f64,
+    reason: EndReason,
+    rng: SimRng,
+}
+
+#[derive(Debug)]
+struct Engine<'a> {
+    sc: &'a Scenario,
+    costs: (f64, f64),
+    queue: EventQueue,
+    backends: Vec<Backend>,
+    views: Vec<BackendView>,
+    sessions: Vec<Live>,
+    policy: Box<dyn Policy>,
+    policy_rng: SimRng,
+    arrivals: ArrivalProcess,
+    report_rngs: Vec<SimRng>,
+    stale_from: Vec<f64>,
+    in_flight: Vec<(u32, Report)>,
+    free_flight: Vec<u32>,
+    collector: Collector,
+    now: f64,
+    waves: u32,
+    next_arrival_id: u64,
+    background_done: bool,
+    bursts_done: bool,
+    events: u64,
+}
+
+impl<'a> Engine<'a> {
+    fn new(sc: &'a Scenario, policy: Box<dyn Policy>) -> Self {
+        let n = sc.backend_count();
+        let backends: Vec<Backend> = (0..n).map(|i| Backend::new(sc.group_of(i))).collect();
+        let views = backends
+            .iter()
+            .map(|b| BackendView {
+                alive: true,
+                max_sessions: b.max_sessions,
+                report: None,
+                sent_since_report: 0,
+            })
+            .collect();
+        let mut stale_from = vec![f64::INFINITY; n];
+        for s in &sc.reports.stale {
+            let f = &mut stale_from[s.backend as usize];
+            *f = f.min(s.from_s);
+        }
+        let mut e = Self {
+            sc,
+            costs: (sc.sessions.idle_cost, sc.sessions.speaking_cost),
+            queue: EventQueue::default(),
+            backends,
+            views,
+            sessions: Vec::new(),
+            policy,
+            policy_rng: SimRng::derive(sc.seed, STREAM_POLICY),
+            arrivals: ArrivalProcess::new(sc),
+            report_rngs: (0..n as u64)
+                .map(|i| SimRng::derive(sc.seed, STREAM_REPORTS + i))
+                .collect(),
+            stale_from,
+            in_flight: Vec::new(),
+            free_flight: Vec::new(),
+            collector: Collector::default(),
+            now: 0.0,
+            waves: 0,
+            next_arrival_id: 0,
+            background_done: false,
+            bursts_done: true,
+            events: 0,
+        };
+        e.schedule_start();
+        e
+    }
+
+    fn schedule_start(&mut self) {
+        let sc = self.sc;
+        let mut offsets = SimRng::derive(sc.seed, STREAM_OFFSETS);
+        for i in 0..self.backends.len() {
+            self.policy.on_backend_up(i, 0.0);
+            let first = offsets.uniform() * sc.reports.interval_s;
+            self.queue.push(first, Event::TakeReport(i as u32));
+        }
+        match self.arrivals.next_after(0.0) {
+            Some(t) => self.queue.push(t, Event::Arrival),
+            None => self.background_done = true,
+        }
+        if let Some((every, _)) = self.arrivals.bursts()
+            && every < self.arrivals.horizon()
+        {
+            self.bursts_done = false;
+            self.queue.push(every, Event::Burst);
+        }
+        self.queue
+            .push(sc.sample_interval().min(sc.duration_s), Event::Sample);
+        for (i, f) in sc.failures.iter().enumerate() {
+            self.queue.push(f.at_s, Event::Die(i as u32));
+        }
+        for w in &sc.waves {
+            self.queue.push(w.at_s, Event::WaveStart);
+            self.queue.push(w.at_s + w.for_s, Event::WaveEnd);
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.background_done && self.bursts_done && self.collector.open() == 0
+    }
+
+    fn run(&mut self, progress: &mut dyn FnMut(f64)) {
+        while !self.done() {
+            let Some((at, event)) = self.queue.pop() else {
+                break;
+            };
+            debug_assert!(at >= self.now, "time ran backwards: {at} < {}", self.now);
+            self.now = at;
+            self.events += 1;
+            if self.events.is_multiple_of(PROGRESS_EVERY) {
+                progress((self.now / self.sc.duration_s).min(1.0));
+            }
+            self.handle(event);
+        }
+        progress(1.0);
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Arrival => {
+                match self.arrivals.next_after(self.now) {
+                    Some(t) => self.queue.push(t, Event::Arrival),
+                    None => self.background_done = true,
+                }
+                self.admit();
+            }
+            Event::Burst => self.burst(),
+            Event::End(id) => {
+                if self.sessions[id as usize].open {
+                    let reason = self.sessions[id as usize].reason;
+                    self.end(id, reason);
+                }
+            }
+            Event::Phase(id) => self.phase(id),
+            Event::TakeReport(b) => self.take_report(b as usize),
+            Event::DeliverReport(slot) => {
+                let (b, report) = self.in_flight[slot as usize];
+                self.free_flight.push(slot);
+                self.deliver(b as usize, report);
+            }
+            Event::Sample => {
+                self.collector
+                    .sample(self.now, &self.backends, self.sc.capacity.target);
+                let next = self.now + self.sc.sample_interval();
+                if next <= self.sc.duration_s + 1e-9 {
+                    self.queue.push(next, Event::Sample);
+                }
+            }
+            Event::Die(f) => self.die(f as usize),
+            Event::Revive(f) => self.revive(f as usize),
+            Event::HealthCheck(b) => self.health_check(b as usize),
+            Event::WaveStart => self.set_waves(self.waves + 1),
+            Event::WaveEnd => self.set_waves(self.waves - 1),
+        }
+    }
+
+    fn burst(&mut self) {
+        let (every, size) = self
+            .arrivals
+            .bursts()
+            .expect("bursts scheduled without a pattern");
+        for _ in 0..size {
+            self.admit();
+        }
+        let next = self.now + every;
+        if next < self.arrivals.horizon() {
+            self.queue.push(next, Event::Burst);
+        } else {
+            self.bursts_done = true;
+        }
+    }
+
+    /// One arrival: plan it, ask the policy, and assign, reject or drop it.
+    fn admit(&mut self) {
+        let id = self.next_arrival_id;
+        self.next_arrival_id += 1;
+        let mut rng = SimRng::derive(self.sc.seed, STREAM_SESSIONS + id);
+        let plan = SessionPlan::draw(self.sc, &mut rng);
+        self.collector.summary.arrivals += 1;
+        let Some(b) = self
+            .policy
+            .pick(self.now, &self.views, &mut self.policy_rng)
+        else {
+            self.collector.summary.dropped += 1;
+            return;
+        };
+        assert!(
+            self.views.get(b).is_some_and(|v| v.alive),
+            "policy {} picked backend {b}, which the balancer believes dead or does not exist",
+            self.policy.name()
+        );
+        let backend = &self.backends[b];
+        if !backend.alive {
+            // Connection refused: the balancer's passive health check marks it down.
+            self.collector.summary.rejected += 1;
+            self.views[b].alive = false;
+            return;
+        }
+        if backend.active() >= u64::from(backend.max_sessions) {
+            self.collector.summary.rejected += 1;
+            return;
+        }
+        self.accept(b, plan, rng);
+    }
+
+    fn accept(&mut self, b: usize, plan: SessionPlan, mut rng: SimRng) {
+        let id = self.sessions.len() as u32;
+        let (now, wave) = (self.now, self.waves > 0);
+        let backend = &mut self.backends[b];
+        let overloaded = backend.utilisation > self.sc.capacity.target;
+        backend.note_arrival(now);
+        backend.sessions.push(id);
+        backend.tracked += 1;
+        backend.naive += 1;
+        backend.speaking += u64::from(plan.short);
+        backend.refresh(now, &self.sc.cpu, self.costs, wave);
+        let (startup, first) = backend.latencies(&self.sc.latency, &mut rng);
+        self.collector.assigned(overloaded, startup, first);
+        self.views[b].sent_since_report += 1;
+        let end_at = now + plan.length;
+        self.queue.push(end_at, Event::End(id));
+        let s = &self.sc.sessions;
+        if !plan.short && s.speaking_mean_s > 0.0 {
+            let next = now + rng.exponential(s.idle_mean_s);
+            if next < end_at {
+                self.queue.push(next, Event::Phase(id));
+            }
+        }
+        self.sessions.push(Live {
+            backend: b as u32,
+            pos: (self.backends[b].sessions.len() - 1) as u32,
+            open: true,
+            speaking: plan.short,
+            end_at,
+            reason: plan.reason,
+            rng,
+        });
+    }
+
+    /// Ends a session exactly once: out of its backend's list and both counters.
+    fn end(&mut self, id: u32, reason: EndReason) {
+        let s = &mut self.sessions[id as usize];
+        assert!(s.open, "session {id} ended twice");
+        s.open = false;
+        let (b, pos, speaking) = (s.backend as usize, s.pos as usize, s.speaking);
+        let backend = &mut self.backends[b];
+        let removed = backend.sessions.swap_remove(pos);
+        debug_assert_eq!(removed, id);
+        if let Some(&moved) = backend.sessions.get(pos) {
+            self.sessions[moved as usize].pos = pos as u32;
+        }
+        backend.tracked -= 1;
+        if reason.is_clean() {
+            backend.naive -= 1;
+        }
+        backend.speaking -= u64::from(speaking);
+        backend.refresh(self.now, &self.sc.cpu, self.costs, self.waves > 0);
+        self.collector.ended(reason);
+    }
+
+    fn phase(&mut self, id: u32) {
+        let (now, wave) = (self.now, self.waves > 0);
+        let sc = self.sc;
+        let s = &mut self.sessions[id as usize];
+        if !s.open {
+            return;
+        }
+        s.speaking = !s.speaking;
+        let mean = if s.speaking {
+            sc.sessions.speaking_mean_s
+        } else {
+            sc.sessions.idle_mean_s
+        };
+        let next = now + s.rng.exponential(mean);
+        let (b, speaking, end_at) = (s.backend as usize, s.speaking, s.end_at);
+        let backend = &mut self.backends[b];
+        if speaking {
+            backend.speaking += 1;
+        } else {
+            backend.speaking -= 1;
+        }
+        backend.refresh(now, &sc.cpu, self.costs, wave);
+        if next < end_at {
+            self.queue.push(next, Event::Phase(id));
+        }
+    }
+
+    fn take_report(&mut self, b: usize) {
+        let r = &self.sc.reports;
+        self.queue
+            .push(self.now + r.interval_s, Event::TakeReport(b as u32));
+        let backend = &mut self.backends[b];
+        if !backend.alive || self.now >= self.stale_from[b] {
+            return;
+        }
+        let report = Report {
+            taken_at: self.now,
+            active: match self.sc.counter {
+                CounterKind::Tracked => backend.tracked,
+                CounterKind::Naive => backend.naive,
+            },
+            utilisation: backend.take_utilisation(self.now),
+            arrivals_in_window: backend.arrivals_in_window(self.now, r.window_s),
+            window_s: r.window_s,
+        };
+        if self.report_rngs[b].chance(r.loss) {
+            return;
+        }
+        if r.delay_s == 0.0 {
+            self.deliver(b, report);
+            return;
+        }
+        let slot = match self.free_flight.pop() {
+            Some(slot) => {
+                self.in_flight[slot as usize] = (b as u32, report);
+                slot
+            }
+            None => {
+                self.in_flight.push((b as u32, report));
+                (self.in_flight.len() - 1) as u32
+            }
+        };
+        self.queue
+            .push(self.now + r.delay_s, Event::DeliverReport(slot));
+    }
+
+    fn deliver(&mut self, b: usize, report: Report) {
+        let view = &mut self.views[b];
+        if !view.alive {
+            return; // a report from before a death, arriving late: ignored
+        }
+        view.report = Some(report);
+        view.sent_since_report = 0;
+        self.policy.on_report(b, &report, self.now);
+    }
+
+    fn die(&mut self, f: usize) {
+        let failure = &self.sc.failures[f];
+        let b = failure.backend as usize;
+        if !self.backends[b].alive {
+            return;
+        }
+        for id in self.backends[b].sessions.clone() {
+            self.end(id, EndReason::BackendLost);
+        }
+        self.backends[b].die(self.now, &self.sc.cpu, self.costs);
+        let check = self.now + self.sc.reports.health_check_s;
+        self.queue.push(check, Event::HealthCheck(b as u32));
+        if let Some(down) = failure.down_for_s {
+            self.queue.push(self.now + down, Event::Revive(f as u32));
+        }
+    }
+
+    fn revive(&mut self, f: usize) {
+        let b = self.sc.failures[f].backend as usize;
+        self.backends[b].revive(self.now, &self.sc.cpu, self.costs);
+        let check = self.now + self.sc.reports.health_check_s;
+        self.queue.push(check, Event::HealthCheck(b as u32));
+    }
+
+    /// The balancer's belief catches up with the truth.
+    fn health_check(&mut self, b: usize) {
+        let alive = self.backends[b].alive;
+        let view = &mut self.views[b];
+        if view.alive == alive {
+            return;
+        }
+        view.alive = alive;
+        view.report = None;
+        view.sent_since_report = 0;
+        if alive {
+            self.policy.on_backend_up(b, self.now);
+        }
+    }
+
+    fn set_waves(&mut self, waves: u32) {
+        self.waves = waves;
+        for backend in &mut self.backends {
+            backend.refresh(self.now, &self.sc.cpu, self.costs, waves > 0);
+        }
+    }
+
+    fn finish(
+        self,
+    ) -> (
+        crate::Summary,
+        Vec<crate::SpreadSample>,
+        Vec<crate::CdfPoint>,
+        Vec<crate::CdfPoint>,
+    ) {
+        let s = &self.collector.summary;
+        assert_eq!(
+            s.arrivals,
+            s.assigned + s.rejected + s.dropped,
+            "arrivals not conserved"
+        );
+        assert_eq!(
+            self.collector.open(),
+            0,
+            "sessions left open after the drain"
+        );
+        self.collector.finish(&self.backends)
+    }
+}

@@ -1,0 +1,367 @@
+//! `REPORT.md`: provenance, a policies × metrics table, the best policy per metric and links
+//! to the plots. Also home of [`COLUMNS`], the metric definitions the terminal table shares.
+
+use std::fmt::Write as _;
+
+use super::RunMeta;
+use super::plot::{LATENCY_SVG, SPREAD_SVG};
+use crate::sim_result::{ScenarioResult, Summary};
+
+/// How a metric's value is printed.
+#[derive(Debug, Clone, Copy)]
+enum Format {
+    /// A whole number.
+    Count,
+    /// A share in `0..=1`, printed as a percentage with one decimal.
+    Percent,
+    /// Milliseconds: one decimal below 100 ms, none above.
+    Ms,
+    /// A plain number with this many decimals.
+    Fixed(usize),
+}
+
+/// One metric column: its headers, how to read it from a [`Summary`], how to print it and
+/// which way is better.
+#[derive(Debug)]
+pub(super) struct Column {
+    /// Header in `REPORT.md`.
+    header: &'static str,
+    /// Shorter header for the terminal table.
+    pub(super) short: &'static str,
+    value: fn(&Summary) -> f64,
+    format: Format,
+    higher_is_better: bool,
+}
+
+/// Every metric shown, in table order. Lower is better for all but `assigned`.
+pub(super) const COLUMNS: &[Column] = &[
+    col(
+        "assigned",
+        "assigned",
+        |s| s.assigned as f64,
+        Format::Count,
+        true,
+    ),
+    col(
+        "rejected + dropped",
+        "rej+drop",
+        |s| (s.rejected + s.dropped) as f64,
+        Format::Count,
+        false,
+    ),
+    col(
+        "overloaded assignments (%)",
+        "ovl-asg%",
+        |s| s.overloaded_rate,
+        Format::Percent,
+        false,
+    ),
+    col(
+        "overloaded time (%)",
+        "ovl-time%",
+        |s| s.overloaded_time_share,
+        Format::Percent,
+        false,
+    ),
+    col(
+        "mean CV",
+        "cv",
+        |s| s.spread_cv_mean,
+        Format::Fixed(3),
+        false,
+    ),
+    col(
+        "mean max−min",
+        "max-min",
+        |s| s.spread_range_mean,
+        Format::Fixed(1),
+        false,
+    ),
+    col(
+        "peak/mean",
+        "peak/mean",
+        |s| s.spread_peak_ratio_mean,
+        Format::Fixed(2),
+        false,
+    ),
+    col(
+        "startup p50 (ms)",
+        "start50",
+        |s| s.startup_ms.p50,
+        Format::Ms,
+        false,
+    ),
+    col(
+        "startup p95 (ms)",
+        "start95",
+        |s| s.startup_ms.p95,
+        Format::Ms,
+        false,
+    ),
+    col(
+        "startup p99 (ms)",
+        "start99",
+        |s| s.startup_ms.p99,
+        Format::Ms,
+        false,
+    ),
+    col(
+        "first stream p95 (ms)",
+        "first95",
+        |s| s.first_stream_ms.p95,
+        Format::Ms,
+        false,
+    ),
+    col(
+        "first stream p99 (ms)",
+        "first99",
+        |s| s.first_stream_ms.p99,
+        Format::Ms,
+        false,
+    ),
+    col(
+        "tracked err final",
+        "trk-fin",
+        |s| s.counter.tracked_final_error as f64,
+        Format::Count,
+        false,
+    ),
+    col(
+        "tracked err max",
+        "trk-max",
+        |s| s.counter.tracked_max_error as f64,
+        Format::Count,
+        false,
+    ),
+    col(
+        "naive err final",
+        "naive-fin",
+        |s| s.counter.naive_final_error as f64,
+        Format::Count,
+        false,
+    ),
+    col(
+        "naive err max",
+        "naive-max",
+        |s| s.counter.naive_max_error as f64,
+        Format::Count,
+        false,
+    ),
+];
+
+const fn col(
+    header: &'static str,
+    short: &'static str,
+    value: fn(&Summary) -> f64,
+    format: Format,
+    higher_is_better: bool,
+) -> Column {
+    Column {
+        header,
+        short,
+        value,
+        format,
+        higher_is_better,
+    }
+}
+
+// === impl Column ===
+
+impl Column {
+    /// This metric of `summary`, formatted for a table cell.
+    pub(super) fn cell(&self, summary: &Summary) -> String {
+        let v = (self.value)(summary);
+        match self.format {
+            Format::Count => format!("{v:.0}"),
+            Format::Percent => format!("{:.1}", v * 100.0),
+            Format::Ms if v.abs() >= 100.0 => format!("{v:.0}"),
+            Format::Ms => format!("{v:.1}"),
+            Format::Fixed(decimals) => format!("{v:.decimals$}"),
+        }
+    }
+
+    /// The best value's cell and every policy showing it (ties judged at printed precision).
+    fn best<'a>(&self, result: &'a ScenarioResult) -> Option<(String, Vec<&'a str>)> {
+        let ordered = |a: &f64, b: &f64| {
+            if self.higher_is_better {
+                a.total_cmp(b)
+            } else {
+                b.total_cmp(a)
+            }
+        };
+        let best = result
+            .policies
+            .iter()
+            .map(|p| (self.value)(&p.summary))
+            .filter(|v| !v.is_nan())
+            .max_by(ordered)?;
+        let shown = result
+            .policies
+            .iter()
+            .find(|p| (self.value)(&p.summary) == best)?;
+        let cell = self.cell(&shown.summary);
+        let winners = result
+            .policies
+            .iter()
+            .filter(|p| self.cell(&p.summary) == cell)
+            .map(|p| p.policy.as_str())
+            .collect();
+        Some((cell, winners))
+    }
+}
+
+/// The whole of `REPORT.md`.
+#[must_use]
+pub fn render(result: &ScenarioResult, meta: &RunMeta) -> String {
+    let mut out = String::new();
+    header(&mut out, result, meta);
+    table(&mut out, result);
+    best(&mut out, result);
+    plots(&mut out);
+    out
+}
+
+fn header(out: &mut String, r: &ScenarioResult, meta: &RunMeta) {
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "(not recorded)".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let _ = writeln!(out, "# Load-balancer simulation — {}\n", r.scenario);
+    out.push_str("<!-- Generated by livecount-sim from results.json; do not edit by hand. -->\n\n");
+    if !r.description.is_empty() {
+        let _ = writeln!(out, "{}\n", r.description);
+    }
+    let _ = writeln!(out, "Machine: {}  ", or_unknown(&meta.machine));
+    let _ = writeln!(out, "Rust: {}  ", or_unknown(&meta.rust));
+    let _ = writeln!(out, "Commit: {}  ", or_unknown(&meta.commit));
+    let _ = writeln!(out, "Scenario file: {}\n", or_unknown(&meta.scenario_file));
+    let _ = writeln!(
+        out,
+        "Seed {}, {} backends, arrivals for {} s, target utilisation {:.0}%.\n",
+        r.seed,
+        r.backends,
+        r.duration_s,
+        r.target_utilisation * 100.0
+    );
+    let _ = writeln!(
+        out,
+        "Reproduce:\n\n```sh\n{}\n```\n",
+        or_unknown(&meta.command)
+    );
+}
+
+fn table(out: &mut String, r: &ScenarioResult) {
+    out.push_str("## Results\n\n| policy |");
+    for c in COLUMNS {
+        let _ = write!(out, " {} |", c.header);
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---:|".repeat(COLUMNS.len()));
+    out.push('\n');
+    for p in &r.policies {
+        let _ = write!(out, "| {} |", escape(&p.policy));
+        for c in COLUMNS {
+            let _ = write!(out, " {} |", c.cell(&p.summary));
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "\nOverloaded = above the target utilisation. CV and max−min are of active sessions \
+         across alive backends, averaged over samples; counter errors are summed over backends.\n\n",
+    );
+}
+
+fn best(out: &mut String, r: &ScenarioResult) {
+    out.push_str("## Best per metric\n\nLower is better for every metric except assigned.\n\n");
+    if r.policies.is_empty() {
+        out.push_str("No policies were run.\n\n");
+        return;
+    }
+    for c in COLUMNS {
+        let line = match c.best(r) {
+            Some((_, w)) if r.policies.len() > 1 && w.len() == r.policies.len() => {
+                format!("all tied at {}", c.cell(&r.policies[0].summary))
+            }
+            Some((cell, w)) => format!("{} ({cell})", escape(&w.join(", "))),
+            None => "no value".to_string(),
+        };
+        let _ = writeln!(out, "- **{}**: {line}", c.header);
+    }
+    out.push('\n');
+}
+
+fn plots(out: &mut String) {
+    out.push_str("## Plots\n\n");
+    let _ = writeln!(
+        out,
+        "Fleet spread over time (CV of active sessions; highest utilisation):\n"
+    );
+    let _ = writeln!(out, "![spread]({SPREAD_SVG})\n");
+    let _ = writeln!(out, "Latency CDFs (startup; time to first stream):\n");
+    let _ = writeln!(out, "![latency]({LATENCY_SVG})");
+}
+
+/// Escapes the characters that would break a markdown table cell.
+fn escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::{fake_result, meta};
+
+    #[test]
+    fn report_has_provenance_table_best_and_plots() {
+        let md = render(&fake_result(), &meta());
+        assert!(md.starts_with("# Load-balancer simulation — steady-mixed\n"));
+        assert!(
+            md.contains("Machine: Test machine (2 cores)  \nRust: rustc 1.95.0  \nCommit: abc1234")
+        );
+        assert!(md.contains("```sh\ncargo run --release -p livecount-sim"));
+        assert!(md.contains("| policy | assigned | rejected + dropped |"));
+        assert!(md.contains("![spread](spread.svg)") && md.contains("![latency](latency.svg)"));
+    }
+
+    #[test]
+    fn rows_are_formatted() {
+        let md = render(&fake_result(), &meta());
+        // round-robin: 985 assigned, 5 refused, 1.0% / 2.0% overloaded, cv 0.150, startup p50 30 ms.
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| round-robin |"))
+            .unwrap();
+        assert!(
+            row.starts_with(
+                "| round-robin | 985 | 5 | 1.0 | 2.0 | 0.150 | 5.5 | 1.20 | 30.0 | 90.0 |"
+            ),
+            "{row}"
+        );
+        // first stream p95 = 190 × 3 = 570 ms: no decimals above 100 ms.
+        assert!(row.contains("| 570 |"), "{row}");
+    }
+
+    #[test]
+    fn best_lines_pick_direction_and_ties() {
+        let md = render(&fake_result(), &meta());
+        assert!(md.contains("- **assigned**: least-conn (990)"), "{md}");
+        assert!(
+            md.contains("- **startup p99 (ms)**: least-conn (110)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- **tracked err final**: all tied at 0"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn pipes_in_names_are_escaped() {
+        let mut r = fake_result();
+        r.policies[0].policy = "a|b".to_string();
+        assert!(render(&r, &meta()).contains("| a\\|b |"));
+    }
+}

@@ -1,0 +1,135 @@
+//! What a run produces: per-policy summaries and time series, serialisable to JSON.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One scenario run through several policies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Its one-line description.
+    pub description: String,
+    /// The seed used.
+    pub seed: u64,
+    /// Number of backends.
+    pub backends: usize,
+    /// Arrivals happen in `[0, duration_s)`.
+    pub duration_s: f64,
+    /// Target utilisation (the "overloaded" threshold).
+    pub target_utilisation: f64,
+    /// One entry per policy, in the order run.
+    pub policies: Vec<PolicyResult>,
+}
+
+/// One policy's run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyResult {
+    /// Policy name.
+    pub policy: String,
+    /// Headline numbers.
+    pub summary: Summary,
+    /// The fleet sampled over time (truth, not what the balancer believed).
+    pub spread: Vec<SpreadSample>,
+    /// Startup latency distribution (milliseconds against quantile).
+    pub startup_cdf: Vec<CdfPoint>,
+    /// Time-to-first-stream distribution.
+    pub first_stream_cdf: Vec<CdfPoint>,
+    /// Events processed.
+    pub events: u64,
+    /// Wall-clock seconds the run took (informational; not deterministic).
+    pub wall_s: f64,
+}
+
+/// Headline numbers of one policy's run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Summary {
+    /// Sessions that arrived.
+    pub arrivals: u64,
+    /// Accepted by a backend.
+    pub assigned: u64,
+    /// Refused by a backend at its hard limit, or sent to a dead one.
+    pub rejected: u64,
+    /// No backend to send to (every backend known dead).
+    pub dropped: u64,
+    /// Assigned sessions by how they ended (completed, cancelled, disconnected,
+    /// backend_lost); sums to `assigned` after the drain.
+    pub ended: BTreeMap<String, u64>,
+    /// Assignments to a backend whose utilisation was above target at that moment.
+    pub overloaded_assignments: u64,
+    /// `overloaded_assignments / assigned`.
+    pub overloaded_rate: f64,
+    /// Share of backend-time spent above target utilisation (alive backends, sampled).
+    pub overloaded_time_share: f64,
+    /// Mean over samples of (max − min) active sessions across alive backends.
+    pub spread_range_mean: f64,
+    /// Largest (max − min) seen in any sample.
+    pub spread_range_max: u64,
+    /// Mean over samples of the coefficient of variation of active sessions (by size).
+    pub spread_cv_mean: f64,
+    /// Mean over samples of max ÷ mean active sessions per unit of size.
+    pub spread_peak_ratio_mean: f64,
+    /// Highest utilisation any backend reached at a sample.
+    pub peak_utilisation: f64,
+    /// Startup latency percentiles.
+    pub startup_ms: Percentiles,
+    /// Time-to-first-stream percentiles.
+    pub first_stream_ms: Percentiles,
+    /// Counter accuracy after forced disconnects and deaths.
+    pub counter: CounterAccuracy,
+}
+
+/// p50 / p95 / p99 / max.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// Backends' own counts compared with the truth (sum over backends of |count − truth|).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct CounterAccuracy {
+    /// Tracked counter (exactly-once ending): error at the end of the drain.
+    pub tracked_final_error: u64,
+    /// Tracked counter: largest error at any sample.
+    pub tracked_max_error: u64,
+    /// Naive counter (clean closes only): ghosts left at the end.
+    pub naive_final_error: u64,
+    /// Naive counter: largest error at any sample.
+    pub naive_max_error: u64,
+}
+
+/// The fleet at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpreadSample {
+    /// Simulated seconds.
+    pub t: f64,
+    /// Most active sessions on an alive backend.
+    pub max: u64,
+    /// Fewest.
+    pub min: u64,
+    /// Mean per alive backend.
+    pub mean: f64,
+    /// Coefficient of variation of active ÷ size.
+    pub cv: f64,
+    /// Highest utilisation.
+    pub max_utilisation: f64,
+    /// Mean utilisation.
+    pub mean_utilisation: f64,
+}
+
+/// One point of a latency CDF.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CdfPoint {
+    /// Latency, milliseconds.
+    pub ms: f64,
+    /// Share of sessions at or below it.
+    pub q: f64,
+}
