@@ -18,8 +18,10 @@ struct Snapshot {
 /// simulator's clock, or `Instant::now() - start`), so nothing here sleeps or reads a
 /// clock. Times that run backwards are read as "no time passed".
 ///
-/// * **Smoothing**: utilisation reports are combined by an EWMA with the config's α; a
-///   report arriving after the previous one went stale restarts the average.
+/// * **Smoothing**: utilisation reports are combined by an EWMA whose α is per report
+///   interval and scaled to the actual gap (`1 − (1 − α)^(gap / r)`), so lost or late
+///   reports do not slow the average down; a report arriving after the previous one went
+///   stale restarts it.
 /// * **Stale reports**: past the TTL the last snapshot's headroom halves every
 ///   `stale_half_life`; its capacity never exceeds what the snapshot gave while fresh.
 /// * **Slow start**: the weight (not the capacity) ramps linearly from 0 to full over
@@ -46,6 +48,7 @@ struct Snapshot {
 pub struct BackendModel {
     first_seen: Duration,
     last: Option<Snapshot>,
+    idle: Option<f64>,
 }
 
 impl BackendModel {
@@ -65,16 +68,28 @@ impl BackendModel {
         Self {
             first_seen,
             last: None,
+            idle: None,
         }
     }
 
     /// Records a report taken at `at`: `active` sessions and raw `utilisation`
     /// (sanitised by [`sanitize_utilisation`], then smoothed).
+    ///
+    /// A report with no active sessions also teaches the model the backend's idle
+    /// utilisation (the lowest such report), which is then not charged to sessions; see
+    /// [`Estimate::compute_above_idle`].
     pub fn report(&mut self, config: &CapacityConfig, at: Duration, active: u64, utilisation: f64) {
         let u = sanitize_utilisation(utilisation);
+        if active == 0 {
+            self.idle = Some(self.idle.map_or(u, |idle| idle.min(u)));
+        }
         let utilisation = match self.last {
             Some(prev) if at.saturating_sub(prev.at) <= config.stale_ttl() => {
-                let a = config.ewma_alpha();
+                // α per report interval, scaled to the real gap: after a lost report the
+                // new one weighs as much as two on time would, 1 − (1 − α)².
+                let gap = at.saturating_sub(prev.at).as_secs_f64();
+                let intervals = gap / config.report_interval().as_secs_f64();
+                let a = 1.0 - (1.0 - config.ewma_alpha()).powf(intervals);
                 a * u + (1.0 - a) * prev.utilisation
             }
             _ => u,
@@ -84,6 +99,11 @@ impl BackendModel {
             active,
             utilisation,
         });
+    }
+
+    /// The idle utilisation learned from reports with no sessions, if any.
+    pub fn idle_utilisation(&self) -> Option<f64> {
+        self.idle
     }
 
     /// The smoothed utilisation of the last report, if any.
@@ -101,7 +121,9 @@ impl BackendModel {
         let Some(snap) = self.last else {
             return Estimate::no_report();
         };
-        let fresh = Estimate::compute(config, snap.active, snap.utilisation, prior_cost);
+        let idle = self.idle.unwrap_or(0.0);
+        let fresh =
+            Estimate::compute_above_idle(config, snap.active, snap.utilisation, idle, prior_cost);
         let age = now.saturating_sub(snap.at);
         let mut estimate = if age <= config.stale_ttl() {
             fresh
@@ -158,8 +180,23 @@ mod tests {
         b.report(&c, secs(0), 10, 0.2);
         b.report(&c, secs(10), 10, 0.6);
         assert!((b.smoothed_utilisation().unwrap() - 0.4).abs() < 1e-12);
+        b.report(&c, secs(30), 10, 0.8); // one report lost: weight 1 - 0.5² = 0.75
+        assert!((b.smoothed_utilisation().unwrap() - 0.7).abs() < 1e-12);
         b.report(&c, secs(100), 10, 0.9);
         assert_eq!(b.smoothed_utilisation(), Some(0.9));
+    }
+
+    #[test]
+    fn idle_utilisation_is_learned_from_empty_reports_and_not_charged() {
+        let c = config();
+        let mut b = BackendModel::new(secs(0));
+        b.report(&c, secs(0), 0, 0.25);
+        b.report(&c, secs(100), 0, 0.20);
+        assert_eq!(b.idle_utilisation(), Some(0.20));
+        b.report(&c, secs(200), 10, 0.30); // after a stale gap: no smoothing
+        let e = b.estimate(&c, secs(200), None);
+        // (0.8 - 0.3) / ((0.3 - 0.2) * 10 / 10) / 2 * 10 = 25
+        assert!((e.headroom - 25.0).abs() < 1e-9, "{e:?}");
     }
 
     #[test]

@@ -117,7 +117,8 @@ impl CapacityConfig {
         self.slow_start
     }
 
-    /// EWMA smoothing factor α in (0, 1] applied to utilisation reports (1 = no smoothing).
+    /// EWMA smoothing factor α in (0, 1] per report interval (1 = no smoothing); a gap of
+    /// g intervals weighs the new report `1 − (1 − α)^g`.
     pub fn ewma_alpha(&self) -> f64 {
         self.ewma_alpha
     }
@@ -210,7 +211,7 @@ impl CapacityConfigBuilder {
         self
     }
 
-    /// Sets the EWMA factor α; allowed (0, 1].
+    /// Sets the EWMA factor α per report interval; allowed (0, 1].
     pub fn ewma_alpha(mut self, alpha: f64) -> Self {
         self.ewma_alpha = alpha;
         self

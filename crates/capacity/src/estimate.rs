@@ -102,8 +102,45 @@ impl Estimate {
         utilisation: f64,
         prior_cost: Option<f64>,
     ) -> Self {
+        Self::compute_above_idle(config, active, utilisation, 0.0, prior_cost)
+    }
+
+    /// Like [`compute`](Self::compute), but the utilisation the backend shows with no
+    /// sessions at all (`idle_utilisation`: runtime, health checks) is not charged to its
+    /// sessions: `cost = (u − idle) / pretend_qps`. The spare capacity is still `t − u`.
+    ///
+    /// Without this, a backend's fixed load inflates the cost of its first few sessions,
+    /// so a backend with *more* sessions looks cheaper per session and is offered more
+    /// headroom (the simulator's `silent_then_speaking` scenario shows the effect).
+    /// `idle_utilisation` is clamped into `[0, u]`; a non-finite value reads as 0.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use livecount_capacity::{CapacityConfig, Estimate};
+    ///
+    /// let config = CapacityConfig::new(0.8, 2.0, Duration::from_secs(10), Duration::from_secs(10))?;
+    /// // 10 sessions at u = 0.30 of which 0.20 is the idle baseline: each session costs
+    /// // 0.1 / (10 / 10 s) = 0.1, so (0.8 − 0.3) / 0.1 / 2 × 10 s = 25 more.
+    /// let e = Estimate::compute_above_idle(&config, 10, 0.30, 0.20, None);
+    /// assert!((e.headroom - 25.0).abs() < 1e-9);
+    /// // Charging the baseline to the sessions would offer 25 × 1/3 ≈ 8.3.
+    /// assert!(Estimate::compute(&config, 10, 0.30, None).headroom < 8.4);
+    /// # Ok::<(), livecount_capacity::ConfigError>(())
+    /// ```
+    pub fn compute_above_idle(
+        config: &CapacityConfig,
+        active: u64,
+        utilisation: f64,
+        idle_utilisation: f64,
+        prior_cost: Option<f64>,
+    ) -> Self {
         let u = sanitize_utilisation(utilisation);
-        let cost = cost_per_session(active, u, config.window())
+        let idle = if idle_utilisation.is_finite() {
+            idle_utilisation.clamp(0.0, u)
+        } else {
+            0.0
+        };
+        let cost = cost_per_session(active, u - idle, config.window())
             .unwrap_or_else(|| effective_prior(config, prior_cost));
         let rate = additional_session_rate(config, u, cost);
         let headroom = clamp_headroom(rate * config.report_interval().as_secs_f64());

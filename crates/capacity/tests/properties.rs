@@ -62,6 +62,32 @@ proptest! {
         prop_assert!(finite_non_negative(&e), "{e:?}");
     }
 
+    #[test]
+    fn above_idle_outputs_are_finite_and_equal_compute_at_zero_idle(
+        c in config(), n in any::<u64>(), u in any_f64(), idle in any_f64(), prior in any_f64(),
+    ) {
+        let e = Estimate::compute_above_idle(&c, n, u, idle, Some(prior));
+        prop_assert!(finite_non_negative(&e), "{e:?}");
+        prop_assert_eq!(
+            Estimate::compute_above_idle(&c, n, u, 0.0, Some(prior)),
+            Estimate::compute(&c, n, u, Some(prior))
+        );
+    }
+
+    /// At a fixed idle baseline, more utilisation never offers more headroom (within one
+    /// regime: the session-attributable part measurable at both points, or at neither).
+    #[test]
+    fn above_idle_non_increasing_in_utilisation(
+        c in config(), n in 1u64..1_000_000, idle in 0.0..0.5f64, a in 0.0..=1.0f64, b in 0.0..=1.0f64,
+    ) {
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let measurable = |u: f64| u - idle.min(u) >= MIN_MEASURABLE_UTILISATION;
+        prop_assume!(measurable(lo) == measurable(hi));
+        let el = Estimate::compute_above_idle(&c, n, lo, idle, None);
+        let eh = Estimate::compute_above_idle(&c, n, hi, idle, None);
+        prop_assert!(le(eh.headroom, el.headroom), "{el:?} {eh:?}");
+    }
+
     /// Capacity, headroom and weight are non-increasing in utilisation, within the measured
     /// regime and within the prior regime.
     #[test]
