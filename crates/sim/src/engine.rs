@@ -180,6 +180,7 @@ impl<'a> Engine<'a> {
         let mut offsets = SimRng::derive(sc.seed, STREAM_OFFSETS);
         for i in 0..self.backends.len() {
             self.policy.on_backend_up(i, 0.0);
+            self.queue.push(0.0, Event::FirstReport(i as u32));
             let first = offsets.uniform() * sc.reports.interval_s;
             self.queue.push(first, Event::TakeReport(i as u32));
         }
@@ -241,7 +242,12 @@ impl<'a> Engine<'a> {
                 }
             }
             Event::Phase(id) => self.phase(id),
-            Event::TakeReport(b) => self.take_report(b as usize),
+            Event::TakeReport(b) => {
+                let next = self.now + self.sc.reports.interval_s;
+                self.queue.push(next, Event::TakeReport(b));
+                self.take_report(b as usize);
+            }
+            Event::FirstReport(b) => self.take_report(b as usize),
             Event::DeliverReport(slot) => {
                 let (b, report) = self.in_flight[slot as usize];
                 self.free_flight.push(slot);
@@ -394,10 +400,10 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Like an ORCA out-of-band stream, a backend reports when it (re)joins and then
+    /// every interval, unless it is dead or its reports have gone stale.
     fn take_report(&mut self, b: usize) {
         let r = &self.sc.reports;
-        self.queue
-            .push(self.now + r.interval_s, Event::TakeReport(b as u32));
         let backend = &mut self.backends[b];
         if !backend.alive || self.now >= self.stale_from[b] {
             return;
@@ -479,6 +485,7 @@ impl<'a> Engine<'a> {
         view.sent_since_report = 0;
         if alive {
             self.policy.on_backend_up(b, self.now);
+            self.take_report(b);
         }
     }
 

@@ -15,8 +15,10 @@ pub(crate) enum Event {
     End(u32),
     /// A session switches between listening and speaking.
     Phase(u32),
-    /// A backend takes and sends a load report.
+    /// A backend takes and sends a load report, and schedules its next one.
     TakeReport(u32),
+    /// A backend's first report as it (re)joins: one report, nothing scheduled.
+    FirstReport(u32),
     /// A report reaches the balancer (index into the engine's in-flight reports).
     DeliverReport(u32),
     /// The fleet is sampled.

@@ -10,15 +10,18 @@ use crate::{Scenario, SimRng};
 /// How the hybrid policy turns remaining headroom into a choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HybridMode {
-    /// Two random backends, the one with more remaining headroom wins.
+    /// Two random backends; the one using the smaller share of its effective capacity wins
+    /// (fewer estimated sessions on a tie, e.g. when neither has capacity).
     PowerOfTwo,
     /// Weighted random, weight = remaining headroom; P2C when every weight is 0.
     Weighted,
 }
 
 /// Remaining headroom = the model's weight (headroom, slow-start ramped, decayed when the
-/// report is stale) minus the sessions sent since the report. The fleet's mean cost per
-/// session is the prior for a backend whose own cost is undefined.
+/// report is stale) minus the sessions sent since the report; the fill share = estimated
+/// sessions ÷ (reported sessions + weight). The fleet's mean cost per session is the prior
+/// for a backend whose own cost is undefined; each backend's idle utilisation is learned
+/// from its reports with no sessions and not charged to sessions.
 #[derive(Debug)]
 pub struct Hybrid {
     mode: HybridMode,
@@ -28,7 +31,15 @@ pub struct Hybrid {
     /// Sum and count of the known costs, kept as reports arrive (the prior is O(1)).
     cost_sum: f64,
     cost_n: u32,
+    /// Each backend's estimate weight, refreshed on its reports and once per simulated
+    /// second for all (slow start and stale decay move on that timescale), so a pick
+    /// costs no model evaluation.
+    weights: Vec<f64>,
+    refreshed_at: f64,
 }
+
+/// Simulated seconds between two refreshes of every cached weight.
+const REFRESH_S: f64 = 1.0;
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
@@ -54,6 +65,8 @@ impl Hybrid {
             costs: vec![None; n],
             cost_sum: 0.0,
             cost_n: 0,
+            weights: vec![0.0; n],
+            refreshed_at: f64::NEG_INFINITY,
         }
     }
 
@@ -75,9 +88,34 @@ impl Hybrid {
         }
     }
 
-    fn remaining(&self, i: usize, now: f64, prior: Option<f64>, view: &BackendView) -> f64 {
-        let e = self.models[i].estimate(&self.config, secs(now), prior);
-        e.weight - view.sent_since_report as f64
+    fn refresh(&mut self, i: usize, now: f64) {
+        let e = self.models[i].estimate(&self.config, secs(now), self.prior());
+        self.weights[i] = e.weight;
+    }
+
+    fn refresh_all(&mut self, now: f64) {
+        if now - self.refreshed_at >= REFRESH_S {
+            self.refreshed_at = now;
+            (0..self.weights.len()).for_each(|i| self.refresh(i, now));
+        }
+    }
+
+    /// Weight minus the sessions sent since the report.
+    fn remaining(&self, i: usize, view: &BackendView) -> f64 {
+        self.weights[i] - view.sent_since_report as f64
+    }
+
+    /// Share of the backend's (ramped) capacity in use: estimated active sessions ÷
+    /// (reported active + weight). Lower is better; no capacity at all reads as full.
+    fn fill(&self, i: usize, view: &BackendView) -> f64 {
+        let reported = view.report.map_or(0, |r| r.active) as f64;
+        let capacity = reported + self.weights[i];
+        let active = view.estimated_active() as f64;
+        if capacity > 0.0 {
+            active / capacity
+        } else {
+            f64::INFINITY
+        }
     }
 }
 
@@ -89,7 +127,7 @@ impl Policy for Hybrid {
         }
     }
 
-    fn on_report(&mut self, backend: usize, report: &Report, _now: f64) {
+    fn on_report(&mut self, backend: usize, report: &Report, now: f64) {
         let model = &mut self.models[backend];
         model.report(
             &self.config,
@@ -98,28 +136,33 @@ impl Policy for Hybrid {
             report.utilisation,
         );
         let u = model.smoothed_utilisation().unwrap_or(report.utilisation);
-        let cost = cost_per_session(report.active, u, self.config.window());
+        let idle = model.idle_utilisation().unwrap_or(0.0);
+        let cost = cost_per_session(report.active, u - idle.min(u), self.config.window());
         self.set_cost(backend, cost);
+        self.refresh(backend, now);
     }
 
     fn on_backend_up(&mut self, backend: usize, now: f64) {
         self.models[backend] = BackendModel::new(secs(now));
         self.set_cost(backend, None);
+        self.refresh(backend, now);
     }
 
     fn pick(&mut self, now: f64, backends: &[BackendView], rng: &mut SimRng) -> Option<usize> {
-        let prior = self.prior();
+        self.refresh_all(now);
         if self.mode == HybridMode::Weighted {
-            let choice = weighted(backends, rng, |i| {
-                self.remaining(i, now, prior, &backends[i]).max(0.0)
-            });
+            let choice = weighted(backends, rng, |i| self.remaining(i, &backends[i]).max(0.0));
             if choice.is_some() {
                 return choice;
             }
         }
         let (a, b) = two_choices(backends, rng)?;
-        let ra = self.remaining(a, now, prior, &backends[a]);
-        let rb = self.remaining(b, now, prior, &backends[b]);
-        Some(if rb > ra { b } else { a })
+        let (fa, fb) = (self.fill(a, &backends[a]), self.fill(b, &backends[b]));
+        let better = if fa == fb {
+            backends[b].estimated_active() < backends[a].estimated_active()
+        } else {
+            fb < fa
+        };
+        Some(if better { b } else { a })
     }
 }
