@@ -224,8 +224,16 @@ fn meta(path: &Path, o: &RunOptions) -> RunMeta {
             .unwrap_or_else(|| "unknown".into()),
         machine: machine(),
         rust: output("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
-        scenario_file: path.display().to_string(),
+        scenario_file: relative(path).display().to_string(),
     }
+}
+
+/// `path` relative to the current directory when it lies below it (reports stay portable).
+fn relative(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 fn output(cmd: &str, args: &[&str]) -> Option<String> {
