@@ -1,0 +1,259 @@
+//! Conservation laws: every arrival is assigned, rejected or dropped exactly once, every
+//! assigned session ends exactly once, and the exactly-once (tracked) counter never drifts
+//! from the truth. Checked on the bundled scenarios (shortened) and on random small ones.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use livecount_sim::{PolicyResult, Scenario, policy, run};
+use proptest::prelude::*;
+
+fn check_conservation(p: &PolicyResult) {
+    let m = &p.summary;
+    assert_eq!(
+        m.arrivals,
+        m.assigned + m.rejected + m.dropped,
+        "{}: arrivals not conserved: {m:?}",
+        p.policy
+    );
+    assert_eq!(
+        m.ended.values().sum::<u64>(),
+        m.assigned,
+        "{}: ended != assigned: {m:?}",
+        p.policy
+    );
+    assert_eq!(m.counter.tracked_final_error, 0, "{}: {m:?}", p.policy);
+    assert_eq!(m.counter.tracked_max_error, 0, "{}: {m:?}", p.policy);
+}
+
+fn all_policies() -> Vec<String> {
+    policy::NAMES.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// A bundled scenario with its duration and every instant in it scaled by 1/5.
+fn shortened(name: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(format!("{name}.toml"));
+    let mut s = Scenario::load(&path).expect("bundled scenarios load");
+    let k = 0.2;
+    s.duration_s *= k;
+    for f in &mut s.failures {
+        f.at_s *= k;
+    }
+    for w in &mut s.waves {
+        w.at_s *= k;
+    }
+    for st in &mut s.reports.stale {
+        st.from_s *= k;
+    }
+    if let Some(at) = &mut s.arrivals.at_s {
+        *at *= k;
+    }
+    s
+}
+
+macro_rules! bundled {
+    ($($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            let s = shortened(stringify!($name));
+            let result = run(&s, &all_policies(), &mut |_, _| {});
+            assert_eq!(result.policies.len(), policy::NAMES.len());
+            assert!(result.policies[0].summary.arrivals > 0, "no workload");
+            for p in &result.policies {
+                check_conservation(p);
+            }
+        }
+    )*};
+}
+
+mod bundled_scenario_shortened {
+    use super::*;
+
+    bundled!(
+        backend_failure,
+        diurnal,
+        flash_crowd,
+        ghost_sessions,
+        heterogeneous_fleet,
+        long_vs_short,
+        silent_then_speaking,
+        stale_reports,
+    );
+}
+
+/// The knobs of a small random scenario.
+#[derive(Debug, Clone)]
+struct Params {
+    seed: u64,
+    duration_s: f64,
+    pattern: u8,
+    rate: f64,
+    backends: Vec<(f64, u32)>,
+    dist: &'static str,
+    mean_s: f64,
+    max_s: f64,
+    short_share: f64,
+    speaking_mean_s: f64,
+    cancel: f64,
+    disconnect: f64,
+    loss: f64,
+    delay_s: f64,
+    interval_s: f64,
+    health_check_s: f64,
+    failures: Vec<(u32, f64, Option<f64>)>,
+    waves: Vec<(f64, f64)>,
+    naive: bool,
+    policy: usize,
+}
+
+fn params() -> impl Strategy<Value = Params> {
+    let workload = (
+        any::<u64>(),
+        5.0..120.0f64,
+        0u8..4,
+        0.05..4.0f64,
+        prop::collection::vec((0.25..4.0f64, 1u32..40), 1..=6),
+        prop::sample::select(vec!["fixed", "exponential", "lognormal", "pareto"]),
+        0.5..60.0f64,
+        0.5..120.0f64,
+        prop_oneof![Just(0.0), 0.0..=1.0f64],
+        prop_oneof![Just(0.0), 0.1..10.0f64],
+    );
+    let ends_and_reports = (
+        0.0..=1.0f64,
+        0.0..1.0f64,
+        prop_oneof![Just(0.0), 0.0..=1.0f64],
+        prop_oneof![Just(0.0), 0.0..5.0f64],
+        0.5..20.0f64,
+        0.1..10.0f64,
+    );
+    let failure = (any::<u32>(), 0.0..150.0f64, prop::option::of(0.5..60.0f64));
+    let rest = (
+        prop::collection::vec(failure, 0..3),
+        prop::collection::vec((0.0..120.0f64, 0.1..30.0f64), 0..3),
+        any::<bool>(),
+        0..policy::NAMES.len(),
+    );
+    (workload, ends_and_reports, rest).prop_map(|(w, e, r)| {
+        let (cancel, d, loss, delay_s, interval_s, health_check_s) = e;
+        Params {
+            seed: w.0,
+            duration_s: w.1,
+            pattern: w.2,
+            rate: w.3,
+            backends: w.4,
+            dist: w.5,
+            mean_s: w.6,
+            max_s: w.7,
+            short_share: w.8,
+            speaking_mean_s: w.9,
+            cancel,
+            // cancel + disconnect ≤ 1, with room for rounding.
+            disconnect: d * (1.0 - cancel) * 0.999,
+            loss,
+            delay_s,
+            interval_s,
+            health_check_s,
+            failures: r.0,
+            waves: r.1,
+            naive: r.2,
+            policy: r.3,
+        }
+    })
+}
+
+fn to_toml(p: &Params) -> String {
+    let mut t = String::new();
+    let counter = if p.naive { "naive" } else { "tracked" };
+    let _ = writeln!(
+        t,
+        "description = \"random\"\nseed = {}\nduration_s = {:?}\ncounter = \"{counter}\"",
+        p.seed, p.duration_s
+    );
+    let _ = writeln!(t, "[arrivals]\nrate_per_s = {:?}", p.rate);
+    let _ = match p.pattern {
+        0 => writeln!(t, "pattern = \"poisson\""),
+        1 => writeln!(
+            t,
+            "pattern = \"bursts\"\nburst_every_s = {:?}\nburst_size = 5",
+            p.duration_s / 4.0
+        ),
+        2 => writeln!(
+            t,
+            "pattern = \"diurnal\"\nperiod_s = {:?}\nmin_factor = 0.3",
+            p.duration_s / 2.0
+        ),
+        _ => writeln!(
+            t,
+            "pattern = \"flash_crowd\"\nat_s = {:?}\nfor_s = {:?}\nfactor = 4",
+            p.duration_s / 3.0,
+            p.duration_s / 5.0
+        ),
+    };
+    let _ = writeln!(
+        t,
+        "[sessions]\nduration = \"{}\"\nmean_s = {:?}\nmax_s = {:?}\nshort_share = {:?}\n\
+         speaking_mean_s = {:?}\nidle_mean_s = 3\ncancel_share = {:?}\ndisconnect_share = {:?}",
+        p.dist, p.mean_s, p.max_s, p.short_share, p.speaking_mean_s, p.cancel, p.disconnect
+    );
+    for (size, max) in &p.backends {
+        let _ = writeln!(
+            t,
+            "[[backends]]\ncount = 1\nsize = {size:?}\nmax_sessions = {max}"
+        );
+    }
+    let _ = writeln!(
+        t,
+        "[reports]\ninterval_s = {:?}\nwindow_s = {:?}\nloss = {:?}\ndelay_s = {:?}\n\
+         health_check_s = {:?}",
+        p.interval_s, p.interval_s, p.loss, p.delay_s, p.health_check_s
+    );
+    let n = p.backends.len() as u32;
+    for (b, at, down) in &p.failures {
+        let _ = writeln!(t, "[[failures]]\nbackend = {}\nat_s = {at:?}", b % n);
+        if let Some(d) = down {
+            let _ = writeln!(t, "down_for_s = {d:?}");
+        }
+    }
+    for (at, len) in &p.waves {
+        let _ = writeln!(t, "[[waves]]\nat_s = {at:?}\nfor_s = {len:?}");
+    }
+    t
+}
+
+fn run_params(p: &Params) -> PolicyResult {
+    let text = to_toml(p);
+    let s = Scenario::from_toml_str(&text, "random.toml")
+        .unwrap_or_else(|e| panic!("generated an invalid scenario: {e}\n{text}"));
+    let mut result = run(&s, &[policy::NAMES[p.policy].to_owned()], &mut |_, _| {});
+    result.policies.remove(0)
+}
+
+proptest! {
+    // 64 cases unless PROPTEST_CASES says otherwise.
+    #![proptest_config(ProptestConfig::default())]
+
+    #[test]
+    fn random_scenarios_conserve_sessions(p in params()) {
+        let r = run_params(&p);
+        check_conservation(&r);
+        let m = &r.summary;
+        let disconnected = m.ended.get("disconnected").copied().unwrap_or(0);
+        prop_assert!(
+            m.counter.naive_final_error <= disconnected,
+            "naive ghosts {} > disconnected {disconnected}: {m:?}",
+            m.counter.naive_final_error
+        );
+    }
+
+    #[test]
+    fn without_disconnects_or_deaths_the_naive_counter_is_exact_at_the_end(p in params()) {
+        let p = Params { disconnect: 0.0, failures: Vec::new(), ..p };
+        let r = run_params(&p);
+        check_conservation(&r);
+        prop_assert_eq!(r.summary.counter.naive_final_error, 0);
+        prop_assert_eq!(r.summary.counter.naive_max_error, 0);
+    }
+}
