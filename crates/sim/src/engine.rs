@@ -126,6 +126,7 @@ struct Engine<'a> {
     next_arrival_id: u64,
     background_done: bool,
     bursts_done: bool,
+    samples_done: bool,
     events: u64,
 }
 
@@ -169,6 +170,7 @@ impl<'a> Engine<'a> {
             next_arrival_id: 0,
             background_done: false,
             bursts_done: true,
+            samples_done: false,
             events: 0,
         };
         e.schedule_start();
@@ -206,7 +208,7 @@ impl<'a> Engine<'a> {
     }
 
     fn done(&self) -> bool {
-        self.background_done && self.bursts_done && self.collector.open() == 0
+        self.background_done && self.bursts_done && self.samples_done && self.collector.open() == 0
     }
 
     fn run(&mut self, progress: &mut dyn FnMut(f64)) {
@@ -259,6 +261,8 @@ impl<'a> Engine<'a> {
                 let next = self.now + self.sc.sample_interval();
                 if next <= self.sc.duration_s + 1e-9 {
                     self.queue.push(next, Event::Sample);
+                } else {
+                    self.samples_done = true;
                 }
             }
             Event::Die(f) => self.die(f as usize),

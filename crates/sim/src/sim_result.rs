@@ -53,8 +53,8 @@ pub struct Summary {
     pub rejected: u64,
     /// No backend to send to (every backend known dead).
     pub dropped: u64,
-    /// Assigned sessions by how they ended (completed, cancelled, disconnected,
-    /// backend_lost); sums to `assigned` after the drain.
+    /// Assigned sessions by how they ended (completed, timed_out, cancelled,
+    /// disconnected, backend_lost); sums to `assigned` after the drain.
     pub ended: BTreeMap<String, u64>,
     /// Assignments to a backend whose utilisation was above target at that moment.
     pub overloaded_assignments: u64,

@@ -302,12 +302,10 @@ fn spread_series_has_one_sample_per_interval_within_duration() {
 }
 
 #[test]
-#[ignore = "BUG: the run stops when the last session ends, so a fleet that empties before \
-            duration_s loses its remaining samples (biasing every per-sample mean)"]
 fn spread_series_keeps_sampling_after_the_fleet_empties_before_duration() {
     // One burst at t = 6 (the next, 12, is past the 10 s horizon) of one 1-second session,
-    // which ends at 7. Samples are due at 1, 2, …, 10; the run stops at that end (the End
-    // event at 7 was scheduled before the sample at 7), leaving samples at 1..=6 only.
+    // which ends at 7. Samples are due at 1, 2, …, 10 and must all be taken even though
+    // the fleet is empty from 7 on (a run that stopped at the last end kept 1..=6 only).
     let mut s = base();
     s.duration_s = 10.0;
     s.arrivals.burst_every_s = Some(6.0);
