@@ -9,6 +9,8 @@ pub(crate) struct Backend {
     pub(crate) size: f64,
     pub(crate) max_sessions: u32,
     base_utilisation: f64,
+    /// Extra share of long sessions cut on this backend's network path.
+    pub(crate) disconnect_share: f64,
     pub(crate) alive: bool,
     /// Open sessions (ids), for counting them out when the backend dies.
     pub(crate) sessions: Vec<u32>,
@@ -34,6 +36,7 @@ impl Backend {
             size: group.size,
             max_sessions: group.max_sessions,
             base_utilisation: group.base_utilisation,
+            disconnect_share: group.disconnect_share,
             alive: true,
             sessions: Vec::new(),
             speaking: 0,

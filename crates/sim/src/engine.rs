@@ -322,7 +322,17 @@ impl<'a> Engine<'a> {
         self.accept(b, plan, rng);
     }
 
-    fn accept(&mut self, b: usize, plan: SessionPlan, mut rng: SimRng) {
+    fn accept(&mut self, b: usize, mut plan: SessionPlan, mut rng: SimRng) {
+        let flaky = self.backends[b].disconnect_share;
+        if flaky > 0.0 && !plan.short && plan.reason != EndReason::Disconnected {
+            // Drawn only on a flaky backend: a policy that avoids it changes these
+            // sessions' fate, which is the point.
+            let (cut, at) = (rng.chance(flaky), rng.uniform());
+            if cut {
+                plan.length = (plan.length * at).max(1e-6);
+                plan.reason = EndReason::Disconnected;
+            }
+        }
         let id = self.sessions.len() as u32;
         let (now, wave) = (self.now, self.waves > 0);
         let backend = &mut self.backends[b];

@@ -241,6 +241,10 @@ pub struct BackendGroup {
     /// Utilisation with no sessions at all (runtime, health checks).
     #[serde(default = "default_base_utilisation")]
     pub base_utilisation: f64,
+    /// Extra share of the long sessions placed here whose connection is cut (a flaky
+    /// network path to these backends), on top of `sessions.disconnect_share`.
+    #[serde(default)]
+    pub disconnect_share: f64,
 }
 
 fn default_max_sessions() -> u32 {

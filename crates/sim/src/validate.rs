@@ -202,6 +202,10 @@ impl Scenario {
                 1.0,
                 true,
             )?;
+            c.share(
+                &format!("backends[{i}].disconnect_share"),
+                g.disconnect_share,
+            )?;
         }
         let backend = |key: &str, b: u32| {
             if (b as usize) < n {
