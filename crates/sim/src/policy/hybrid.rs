@@ -17,9 +17,9 @@ pub enum HybridMode {
     Weighted,
 }
 
-/// Remaining headroom = the model's weight (headroom, slow-start ramped, decayed when the
-/// report is stale) minus the sessions sent since the report; the fill share = estimated
-/// sessions ÷ (reported sessions + weight). The fleet's mean cost per session is the prior
+/// Capacity = reported sessions + the model's weight (headroom, slow-start ramped, decayed
+/// when the report is stale), capped at the backend's `max_sessions`; remaining = capacity
+/// − (reported + sent since the report); fill share = (reported + sent) ÷ capacity. The fleet's mean cost per session is the prior
 /// for a backend whose own cost is undefined; each backend's idle utilisation is learned
 /// from its reports with no sessions and not charged to sessions.
 #[derive(Debug)]
@@ -36,7 +36,12 @@ pub struct Hybrid {
     /// costs no model evaluation.
     weights: Vec<f64>,
     refreshed_at: f64,
+    /// An upper bound of every weight (remaining ≤ weight), for rejection sampling.
+    max_weight: f64,
 }
+
+/// Rejection-sampling attempts before the weighted pick falls back to a full scan.
+const TRIES: usize = 64;
 
 /// Simulated seconds between two refreshes of every cached weight.
 const REFRESH_S: f64 = 1.0;
@@ -67,6 +72,7 @@ impl Hybrid {
             cost_n: 0,
             weights: vec![0.0; n],
             refreshed_at: f64::NEG_INFINITY,
+            max_weight: 0.0,
         }
     }
 
@@ -91,25 +97,54 @@ impl Hybrid {
     fn refresh(&mut self, i: usize, now: f64) {
         let e = self.models[i].estimate(&self.config, secs(now), self.prior());
         self.weights[i] = e.weight;
+        self.max_weight = self.max_weight.max(e.weight);
     }
 
     fn refresh_all(&mut self, now: f64) {
         if now - self.refreshed_at >= REFRESH_S {
             self.refreshed_at = now;
+            self.max_weight = 0.0;
             (0..self.weights.len()).for_each(|i| self.refresh(i, now));
         }
     }
 
-    /// Weight minus the sessions sent since the report.
-    fn remaining(&self, i: usize, view: &BackendView) -> f64 {
-        self.weights[i] - view.sent_since_report as f64
+    /// The backend's capacity by the model, capped by its configured hard limit (which a
+    /// balancer knows as well as static slots does): reported sessions + weight.
+    fn capacity(&self, i: usize, view: &BackendView) -> f64 {
+        let reported = view.report.map_or(0, |r| r.active) as f64;
+        (reported + self.weights[i]).min(f64::from(view.max_sessions))
     }
 
-    /// Share of the backend's (ramped) capacity in use: estimated active sessions ÷
-    /// (reported active + weight). Lower is better; no capacity at all reads as full.
+    /// Capacity minus the estimated active sessions (reported + sent since the report).
+    fn remaining(&self, i: usize, view: &BackendView) -> f64 {
+        self.capacity(i, view) - view.estimated_active() as f64
+    }
+
+    /// Weighted by remaining capacity. Rejection sampling against `max_weight` (an upper
+    /// bound of every remaining capacity) is exact and O(1) expected while weights are
+    /// comparable; after [`TRIES`] misses a full scan decides, which is exact too.
+    fn pick_weighted(&self, backends: &[BackendView], rng: &mut SimRng) -> Option<usize> {
+        if self.max_weight <= 0.0 {
+            return None;
+        }
+        for _ in 0..TRIES {
+            let i = rng.below(backends.len());
+            let w = if backends[i].alive {
+                self.remaining(i, &backends[i]).max(0.0)
+            } else {
+                0.0
+            };
+            if rng.uniform() * self.max_weight < w {
+                return Some(i);
+            }
+        }
+        weighted(backends, rng, |i| self.remaining(i, &backends[i]).max(0.0))
+    }
+
+    /// Share of the capacity in use: estimated active sessions ÷ capacity. Lower is
+    /// better; no capacity at all reads as full.
     fn fill(&self, i: usize, view: &BackendView) -> f64 {
-        let reported = view.report.map_or(0, |r| r.active) as f64;
-        let capacity = reported + self.weights[i];
+        let capacity = self.capacity(i, view);
         let active = view.estimated_active() as f64;
         if capacity > 0.0 {
             active / capacity
@@ -151,9 +186,8 @@ impl Policy for Hybrid {
     fn pick(&mut self, now: f64, backends: &[BackendView], rng: &mut SimRng) -> Option<usize> {
         self.refresh_all(now);
         if self.mode == HybridMode::Weighted {
-            let choice = weighted(backends, rng, |i| self.remaining(i, &backends[i]).max(0.0));
-            if choice.is_some() {
-                return choice;
+            if let Some(choice) = self.pick_weighted(backends, rng) {
+                return Some(choice);
             }
         }
         let (a, b) = two_choices(backends, rng)?;
