@@ -185,10 +185,10 @@ impl Policy for Hybrid {
 
     fn pick(&mut self, now: f64, backends: &[BackendView], rng: &mut SimRng) -> Option<usize> {
         self.refresh_all(now);
-        if self.mode == HybridMode::Weighted {
-            if let Some(choice) = self.pick_weighted(backends, rng) {
-                return Some(choice);
-            }
+        if self.mode == HybridMode::Weighted
+            && let Some(choice) = self.pick_weighted(backends, rng)
+        {
+            return Some(choice);
         }
         let (a, b) = two_choices(backends, rng)?;
         let (fa, fb) = (self.fill(a, &backends[a]), self.fill(b, &backends[b]));
