@@ -1,0 +1,307 @@
+//! The agent: HTTP (WebSocket sessions, `/metrics`, `/load`), the agent-check responder,
+//! the load reporter, and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::{SinkExt, StreamExt};
+use livecount_session::{EndReason, SessionTracker};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::conversation::{Incoming, Limits, Outgoing, burn, converse};
+use crate::protocol::ClientFrame;
+use crate::{AgentConfig, LoadBoard, LoadReport, prometheus_text};
+
+/// Shared state of a running agent.
+#[derive(Debug)]
+pub struct Agent {
+    /// Settings.
+    pub config: AgentConfig,
+    /// The session tracker every connection registers with.
+    pub tracker: SessionTracker,
+    /// The published load reports.
+    pub board: LoadBoard,
+    admission: Arc<Semaphore>,
+    shutdown: watch::Sender<bool>,
+}
+
+/// A started agent: its bound addresses and how to stop it.
+#[derive(Debug)]
+pub struct RunningAgent {
+    /// The agent's state (tracker, board).
+    pub agent: Arc<Agent>,
+    /// Where HTTP listens.
+    pub http: SocketAddr,
+    /// Where agent-check listens, if enabled.
+    pub agent_check: Option<SocketAddr>,
+    tasks: Vec<JoinHandle<()>>,
+    stop_background: Arc<AtomicBool>,
+}
+
+impl Agent {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_session: self.config.max_session,
+            idle_timeout: self.config.idle_timeout,
+            work: self.config.work,
+            chunk_gap: self.config.chunk_gap,
+        }
+    }
+
+    /// Publishes a report now (the reporter does this every interval).
+    pub fn publish(&self) -> Arc<LoadReport> {
+        self.board.publish(self.tracker.snapshot())
+    }
+
+    /// Admission: a permit per session, refused at `max_sessions` or while draining.
+    fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, (StatusCode, String)> {
+        if self.board.is_draining() {
+            self.board.note_rejected();
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "draining: the server is shutting down\n".into(),
+            ));
+        }
+        Arc::clone(&self.admission)
+            .try_acquire_owned()
+            .map_err(|_| {
+                self.board.note_rejected();
+                let max = self.config.max_sessions;
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("at capacity: {max} sessions (max_sessions)\n"),
+                )
+            })
+    }
+
+    /// Runs one session over any transport: registers it, converses, ends it once.
+    pub async fn run_session<S>(&self, incoming: S, out: mpsc::Sender<Outgoing>) -> EndReason
+    where
+        S: futures_util::Stream<Item = Incoming> + Unpin,
+    {
+        let session = self.tracker.start();
+        converse(
+            session,
+            incoming,
+            out,
+            self.limits(),
+            self.shutdown.subscribe(),
+        )
+        .await
+    }
+}
+
+// === HTTP ===
+
+async fn session_route(State(agent): State<Arc<Agent>>, ws: WebSocketUpgrade) -> Response {
+    let permit = match agent.admit() {
+        Ok(permit) => permit,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let bytes = agent.config.max_frame_bytes;
+    ws.max_message_size(bytes)
+        .max_frame_size(bytes)
+        .on_upgrade(move |socket| async move {
+            websocket_session(&agent, socket).await;
+            drop(permit);
+        })
+}
+
+/// Maps WebSocket messages to [`Incoming`]; pings and pongs are handled by axum.
+fn incoming(msg: Option<Result<Message, axum::Error>>) -> Option<Option<Incoming>> {
+    Some(match msg? {
+        Ok(Message::Text(text)) => Some(match ClientFrame::parse(text.as_str()) {
+            Ok(frame) => Incoming::Frame(frame),
+            Err(e) => Incoming::Malformed(e),
+        }),
+        Ok(Message::Binary(_)) => Some(Incoming::Malformed(
+            "binary frames are not supported: send JSON text".into(),
+        )),
+        Ok(Message::Ping(_) | Message::Pong(_)) => None,
+        Ok(Message::Close(_)) => Some(Incoming::Closed),
+        Err(e) => {
+            let text = e.to_string();
+            let too_big = text.contains("too long")
+                || text.contains("too big")
+                || text.contains("Space limit");
+            Some(if too_big {
+                Incoming::TooLarge
+            } else {
+                Incoming::Lost
+            })
+        }
+    })
+}
+
+async fn websocket_session(agent: &Agent, socket: WebSocket) {
+    let (mut sink, mut stream) = socket.split();
+    let (tx, mut rx) = mpsc::channel::<Outgoing>(64);
+    let writer = tokio::spawn(async move {
+        while let Some(out) = rx.recv().await {
+            let msg = match out {
+                Outgoing::Frame(frame) => Message::Text(frame.to_json().into()),
+                Outgoing::Close { code, reason } => Message::Close(Some(CloseFrame {
+                    code,
+                    reason: reason.into(),
+                })),
+            };
+            let closing = matches!(msg, Message::Close(_));
+            if sink.send(msg).await.is_err() || closing {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let frames = futures_util::stream::poll_fn(move |cx| {
+        loop {
+            match stream.poll_next_unpin(cx) {
+                std::task::Poll::Ready(msg) => match incoming(msg) {
+                    None => return std::task::Poll::Ready(None),
+                    Some(None) => continue,
+                    Some(Some(frame)) => return std::task::Poll::Ready(Some(frame)),
+                },
+                std::task::Poll::Pending => return std::task::Poll::Pending,
+            }
+        }
+    });
+    agent.run_session(Box::pin(frames), tx).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+}
+
+async fn load_route(State(agent): State<Arc<Agent>>) -> Response {
+    let report = agent.board.latest();
+    let mut value = serde_json::to_value(&*report).expect("reports serialise");
+    value["age_ms"] = report.age_ms().into();
+    axum::Json(value).into_response()
+}
+
+async fn metrics_route(State(agent): State<Arc<Agent>>) -> Response {
+    let body = prometheus_text::render(&agent.board.latest());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+fn router(agent: Arc<Agent>) -> Router {
+    Router::new()
+        .route("/session", get(session_route))
+        .route("/load", get(load_route))
+        .route("/metrics", get(metrics_route))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .with_state(agent)
+}
+
+// === agent-check ===
+
+async fn agent_check(listener: TcpListener, agent: Arc<Agent>) {
+    loop {
+        let Ok((mut conn, _)) = listener.accept().await else {
+            continue;
+        };
+        let reply = agent.board.latest().agent_reply();
+        tokio::spawn(async move {
+            let _ = conn.write_all(reply.as_bytes()).await;
+            let _ = conn.shutdown().await;
+        });
+    }
+}
+
+// === lifecycle ===
+
+fn background_load(share: f64, stop: Arc<AtomicBool>) {
+    if share <= 0.0 {
+        return;
+    }
+    std::thread::spawn(move || {
+        let period = Duration::from_millis(10);
+        while !stop.load(Ordering::Relaxed) {
+            burn(period.mul_f64(share));
+            std::thread::sleep(period.mul_f64(1.0 - share));
+        }
+    });
+}
+
+impl RunningAgent {
+    /// Binds every listener and starts serving.
+    pub async fn start(config: AgentConfig) -> std::io::Result<Self> {
+        let http = TcpListener::bind(config.http).await?;
+        let check = match config.agent_check {
+            Some(addr) => Some(TcpListener::bind(addr).await?),
+            None => None,
+        };
+        let board = LoadBoard::new(&config.name, config.capacity, config.cores);
+        let agent = Arc::new(Agent {
+            admission: Arc::new(Semaphore::new(
+                config.max_sessions.min(Semaphore::MAX_PERMITS as u64) as usize,
+            )),
+            tracker: SessionTracker::new(),
+            board,
+            shutdown: watch::channel(false).0,
+            config,
+        });
+        let stop_background = Arc::new(AtomicBool::new(false));
+        background_load(agent.config.background_load, Arc::clone(&stop_background));
+        let mut running = RunningAgent {
+            http: http.local_addr()?,
+            agent_check: check.as_ref().map(TcpListener::local_addr).transpose()?,
+            agent: Arc::clone(&agent),
+            tasks: Vec::new(),
+            stop_background,
+        };
+        let app = router(Arc::clone(&agent));
+        let mut stopped = agent.shutdown.subscribe();
+        running.tasks.push(tokio::spawn(async move {
+            let until_stop = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            let _ = axum::serve(http, app)
+                .with_graceful_shutdown(until_stop)
+                .await;
+        }));
+        if let Some(listener) = check {
+            running
+                .tasks
+                .push(tokio::spawn(agent_check(listener, Arc::clone(&agent))));
+        }
+        let reporter = Arc::clone(&agent);
+        running.tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(reporter.config.report_interval);
+            loop {
+                tick.tick().await;
+                reporter.publish();
+            }
+        }));
+        agent.publish();
+        Ok(running)
+    }
+
+    /// Graceful shutdown: say `drain`, refuse new sessions, end open ones `Shutdown`
+    /// (close code 1001), wait up to the drain period for them to go, then stop.
+    pub async fn shutdown(self) -> Arc<LoadReport> {
+        let agent = &self.agent;
+        agent.board.set_draining(agent.tracker.snapshot());
+        let _ = agent.shutdown.send(true);
+        let deadline = tokio::time::Instant::now() + agent.config.drain;
+        while agent.tracker.active() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        agent.tracker.end_all(EndReason::Shutdown);
+        self.stop_background.store(true, Ordering::Relaxed);
+        for task in &self.tasks[1..] {
+            task.abort();
+        }
+        let mut tasks = self.tasks;
+        let http = tasks.remove(0);
+        let _ = tokio::time::timeout(agent.config.drain, http).await;
+        agent.publish()
+    }
+}

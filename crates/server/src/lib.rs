@@ -1,0 +1,43 @@
+//! A streaming agent server with the livecount session tracker inside, reporting its load
+//! to the load balancers people already run.
+//!
+//! # What it serves
+//!
+//! * **Sessions** over WebSocket at `/session` (JSON text frames, see [`protocol`]): each
+//!   connection is one `livecount-session` session, `Listening` until the client speaks,
+//!   `Generating` while a response streams; `interrupt` cancels the response and keeps the
+//!   session (barge-in). Exactly one ending per session: `bye` or a close frame →
+//!   `Completed`, a dropped connection → `Disconnected`, the maximum length → `TimedOut`,
+//!   silence → `Reaped`, bad input → `Failed`, shutdown → `Shutdown`.
+//! * **Load**, all from one coherent [`LoadReport`] per interval: `/load` (JSON with its
+//!   sequence number and age), `/metrics` (Prometheus text), and an HAProxy agent-check
+//!   responder (`up N%` from the hybrid capacity model, `drain` on shutdown).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use livecount_server::{AgentConfig, RunningAgent};
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let config = AgentConfig::from_args(&["--http".into(), "127.0.0.1:0".into()]).unwrap();
+//! let agent = RunningAgent::start(config).await?;
+//! println!("sessions at ws://{}/session", agent.http);
+//! let last = agent.shutdown().await;
+//! assert_eq!(last.active, 0);
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod agent;
+mod agent_config;
+pub mod conversation;
+pub mod driver;
+mod load_board;
+pub mod prometheus_text;
+pub mod protocol;
+
+pub use agent::{Agent, RunningAgent};
+pub use agent_config::{AgentConfig, SERVE_USAGE};
+pub use load_board::{LoadBoard, LoadReport};
