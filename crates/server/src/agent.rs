@@ -1,5 +1,5 @@
 //! The agent: HTTP (WebSocket sessions, `/metrics`, `/load`), the agent-check responder,
-//! the load reporter, and graceful shutdown.
+//! gRPC (sessions and ORCA), the load reporter, and graceful shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,7 +19,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
+use tonic::transport::server::TcpIncoming;
+
 use crate::conversation::{Incoming, Limits, Outgoing, burn, converse};
+use crate::grpc_agent::AgentService;
+use crate::orca::OrcaService;
 use crate::protocol::ClientFrame;
 use crate::{AgentConfig, LoadBoard, LoadReport, prometheus_text};
 
@@ -45,7 +49,10 @@ pub struct RunningAgent {
     pub http: SocketAddr,
     /// Where agent-check listens, if enabled.
     pub agent_check: Option<SocketAddr>,
+    /// Where gRPC (sessions and ORCA) listens, if enabled.
+    pub grpc: Option<SocketAddr>,
     tasks: Vec<JoinHandle<()>>,
+    grpc_task: Option<JoinHandle<()>>,
     stop_background: Arc<AtomicBool>,
 }
 
@@ -65,24 +72,24 @@ impl Agent {
     }
 
     /// Admission: a permit per session, refused at `max_sessions` or while draining.
-    fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, (StatusCode, String)> {
+    pub(crate) fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Refusal> {
         if self.board.is_draining() {
             self.board.note_rejected();
-            return Err((
-                StatusCode::SERVICE_UNAVAILABLE,
-                "draining: the server is shutting down\n".into(),
-            ));
+            return Err(Refusal::Draining);
         }
         Arc::clone(&self.admission)
             .try_acquire_owned()
             .map_err(|_| {
                 self.board.note_rejected();
-                let max = self.config.max_sessions;
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("at capacity: {max} sessions (max_sessions)\n"),
-                )
+                Refusal::AtCapacity {
+                    max: self.config.max_sessions,
+                }
             })
+    }
+
+    /// Becomes `true` when shutdown begins.
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
     }
 
     /// Runs one session over any transport: registers it, converses, ends it once.
@@ -102,12 +109,33 @@ impl Agent {
     }
 }
 
+/// Why a session was refused before it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Shutdown has begun.
+    Draining,
+    /// `max` sessions are open already.
+    AtCapacity { max: u64 },
+}
+
+impl Refusal {
+    /// The text of the HTTP 503 (and of the gRPC status).
+    pub(crate) fn message(self) -> String {
+        match self {
+            Refusal::Draining => "draining: the server is shutting down\n".into(),
+            Refusal::AtCapacity { max } => format!("at capacity: {max} sessions (max_sessions)\n"),
+        }
+    }
+}
+
 // === HTTP ===
 
 async fn session_route(State(agent): State<Arc<Agent>>, ws: WebSocketUpgrade) -> Response {
     let permit = match agent.admit() {
         Ok(permit) => permit,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, refusal.message()).into_response();
+        }
     };
     let bytes = agent.config.max_frame_bytes;
     ws.max_message_size(bytes)
@@ -215,6 +243,22 @@ async fn agent_check(listener: TcpListener, agent: Arc<Agent>) {
     }
 }
 
+// === gRPC ===
+
+/// Serves `Agent/Converse` and ORCA's `OpenRcaService` until shutdown, then stops
+/// gracefully (the streams end themselves on the same signal).
+async fn serve_grpc(listener: TcpListener, agent: Arc<Agent>) {
+    let mut stopped = agent.shutdown_signal();
+    let until_stop = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let _ = tonic::transport::Server::builder()
+        .add_service(AgentService::server(Arc::clone(&agent)))
+        .add_service(OrcaService::server(agent))
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener), until_stop)
+        .await;
+}
+
 // === lifecycle ===
 
 fn background_load(share: f64, stop: Arc<AtomicBool>) {
@@ -238,6 +282,10 @@ impl RunningAgent {
             Some(addr) => Some(TcpListener::bind(addr).await?),
             None => None,
         };
+        let grpc = match config.grpc {
+            Some(addr) => Some(TcpListener::bind(addr).await?),
+            None => None,
+        };
         let board = LoadBoard::new(&config.name, config.capacity, config.cores);
         let agent = Arc::new(Agent {
             admission: Arc::new(Semaphore::new(
@@ -253,8 +301,10 @@ impl RunningAgent {
         let mut running = RunningAgent {
             http: http.local_addr()?,
             agent_check: check.as_ref().map(TcpListener::local_addr).transpose()?,
+            grpc: grpc.as_ref().map(TcpListener::local_addr).transpose()?,
             agent: Arc::clone(&agent),
             tasks: Vec::new(),
+            grpc_task: grpc.map(|listener| tokio::spawn(serve_grpc(listener, Arc::clone(&agent)))),
             stop_background,
         };
         let app = router(Arc::clone(&agent));
@@ -302,6 +352,9 @@ impl RunningAgent {
         let mut tasks = self.tasks;
         let http = tasks.remove(0);
         let _ = tokio::time::timeout(agent.config.drain, http).await;
+        if let Some(grpc) = self.grpc_task {
+            let _ = tokio::time::timeout(agent.config.drain, grpc).await;
+        }
         agent.publish()
     }
 }

@@ -12,6 +12,9 @@ pub struct AgentConfig {
     pub http: SocketAddr,
     /// HAProxy agent-check responder; `None` = off.
     pub agent_check: Option<SocketAddr>,
+    /// gRPC: sessions (`livecount.agent.v1.Agent/Converse`) and ORCA out-of-band load
+    /// reports (`xds.service.orca.v3.OpenRcaService`); `None` = off.
+    pub grpc: Option<SocketAddr>,
     /// A name for logs and `/load` (e.g. `b1`).
     pub name: String,
     /// Sessions above this are refused (HTTP 503) before the upgrade.
@@ -44,6 +47,7 @@ impl Default for AgentConfig {
         Self {
             http: "127.0.0.1:8080".parse().expect("a valid address"),
             agent_check: None,
+            grpc: None,
             name: "agent".into(),
             max_sessions: 1000,
             max_session: Duration::from_secs(20 * 60),
@@ -64,6 +68,7 @@ impl Default for AgentConfig {
 pub const SERVE_USAGE: &str = "livecount-agent serve [options]
   --http ADDR              WebSocket /session, /metrics, /load (default 127.0.0.1:8080)
   --agent-check ADDR       HAProxy agent-check responder (default off)
+  --grpc ADDR              gRPC sessions (Agent/Converse) and ORCA load reports (default off)
   --name NAME              backend name in /load (default agent)
   --max-sessions N         refuse sessions above N with HTTP 503 (default 1000)
   --max-session-secs S     end sessions after S seconds, TimedOut (default 1200)
@@ -92,6 +97,7 @@ impl AgentConfig {
             match flag.as_str() {
                 "--http" => c.http = parse(flag, value, "an address like 127.0.0.1:8080")?,
                 "--agent-check" => c.agent_check = Some(parse(flag, value, "an address")?),
+                "--grpc" => c.grpc = Some(parse(flag, value, "an address")?),
                 "--name" => c.name = value.clone(),
                 "--max-sessions" => c.max_sessions = parse(flag, value, "a whole number")?,
                 "--max-session-secs" => c.max_session = secs(value)?,
@@ -151,9 +157,13 @@ mod tests {
 
     #[test]
     fn parses_flags_and_names_bad_ones() {
-        let c = AgentConfig::from_args(&args("--http 127.0.0.1:9 --work-ms 5 --report-secs 0.5"))
-            .unwrap();
+        let c = AgentConfig::from_args(&args(
+            "--http 127.0.0.1:9 --grpc 127.0.0.1:10 --work-ms 5 --report-secs 0.5",
+        ))
+        .unwrap();
         assert_eq!(c.http.port(), 9);
+        assert_eq!(c.grpc.map(|a| a.port()), Some(10));
+        assert_eq!(AgentConfig::default().grpc, None);
         assert_eq!(c.work, Duration::from_millis(5));
         assert_eq!(c.capacity.window(), Duration::from_millis(500));
         for (bad, names) in [
@@ -162,6 +172,7 @@ mod tests {
             ("--background-load 2", "--background-load"),
             ("--target 1.5", "target"),
             ("--http", "--http"),
+            ("--grpc nowhere", "--grpc"),
         ] {
             let e = AgentConfig::from_args(&args(bad)).unwrap_err();
             assert!(e.contains(names), "{bad}: {e}");

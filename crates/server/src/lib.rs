@@ -34,7 +34,10 @@ mod agent;
 mod agent_config;
 pub mod conversation;
 pub mod driver;
+pub mod generated;
+pub mod grpc_agent;
 mod load_board;
+pub mod orca;
 pub mod prometheus_text;
 pub mod protocol;
 
