@@ -2,7 +2,8 @@
 # Runs every test of the workspace, in order of cost:
 #
 #   1. unit, integration, proptest and fuzz-corpus replay tests (cargo nextest), the heavy
-#      #[ignore]d variants in release, then doctests (including the compile_fail ones: a
+#      #[ignore]d variants in release (among them the HAProxy end-to-end test: haproxy is
+#      installed with apt when missing), then doctests (including the compile_fail ones: a
 #      token cannot be used twice);
 #   2. loom models (scripts/loom.sh): exhaustive interleavings under the C++ memory model;
 #   3. shuttle models (scripts/shuttle.sh): eight threads, random and PCT schedules;
@@ -15,6 +16,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
+
+# The end-to-end test puts a real HAProxy in front of the agents (Debian package `haproxy`).
+if ! command -v haproxy >/dev/null && [[ ! -x /usr/sbin/haproxy ]]; then
+    step "installing haproxy (apt) for the end-to-end test"
+    if [[ $(id -u) == 0 ]]; then
+        apt-get install -y -q haproxy >/dev/null || { apt-get update -q && apt-get install -y -q haproxy >/dev/null; }
+    else
+        sudo apt-get install -y -q haproxy >/dev/null
+    fi
+fi
 
 step "unit, integration, proptest, corpus replay"
 # The #[ignore]d cases are the heavy ones (16x the proptest cases): run them too, in release.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use livecount_capacity::{BackendModel, CapacityConfig, pretend_qps};
+use livecount_capacity::{BackendModel, CapacityConfig, Estimate, pretend_qps};
 use livecount_session::Snapshot;
 use serde::Serialize;
 
@@ -43,7 +43,8 @@ pub struct LoadReport {
     pub effective_capacity: f64,
     /// effective_capacity − active.
     pub headroom: f64,
-    /// The agent-check weight: 100 × headroom ÷ effective capacity, 1..=100 (0 draining).
+    /// The agent-check weight: 100 × headroom ÷ the headroom of an idle backend (the
+    /// model with no sessions and no load), clamped to 1..=100; 0 while draining.
     pub weight_percent: u32,
     /// Shutting down: the agent says `drain`.
     pub draining: bool,
@@ -124,6 +125,8 @@ pub struct LoadBoard {
     latest: Mutex<Arc<LoadReport>>,
     model: Mutex<(BackendModel, CpuMeter)>,
     started: Instant,
+    /// Headroom that earns the full weight: the model's verdict for an idle backend.
+    full_weight_headroom: f64,
     rejected: AtomicU64,
     draining: AtomicBool,
 }
@@ -158,6 +161,7 @@ impl LoadBoard {
             latest: Mutex::new(Arc::new(empty)),
             model: Mutex::new((BackendModel::new(Duration::ZERO), meter)),
             started: Instant::now(),
+            full_weight_headroom: Estimate::compute(&config, 0, 0.0, None).headroom.max(1.0),
             rejected: AtomicU64::new(0),
             draining: AtomicBool::new(false),
         }
@@ -195,12 +199,12 @@ impl LoadBoard {
         let draining = self.is_draining();
         let weight_percent = if draining {
             0
-        } else if estimate.effective_capacity > 0.0 {
-            (100.0 * estimate.headroom / estimate.effective_capacity)
+        } else {
+            // Absolute headroom, not headroom ÷ capacity: an empty backend at 78% CPU has
+            // capacity = headroom = 0.1 session, which is no room at all, not 100%.
+            (100.0 * estimate.headroom / self.full_weight_headroom)
                 .round()
                 .clamp(1.0, 100.0) as u32
-        } else {
-            1
         };
         let report = Arc::new(LoadReport {
             name: self.name.clone(),
