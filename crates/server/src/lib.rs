@@ -9,9 +9,22 @@
 //!   session (barge-in). Exactly one ending per session: `bye` or a close frame →
 //!   `Completed`, a dropped connection → `Disconnected`, the maximum length → `TimedOut`,
 //!   silence → `Reaped`, bad input → `Failed`, shutdown → `Shutdown`.
+//! * **Sessions over gRPC** with `--grpc ADDR` ([`grpc_agent`]): the same protocol as
+//!   protobuf frames on one bidirectional stream per call,
+//!   `livecount.agent.v1.Agent/Converse`, admitted, tracked and ended exactly like a
+//!   WebSocket session; the ending is the call's status (OK, `UNAVAILABLE` on shutdown,
+//!   `INVALID_ARGUMENT` for a bad frame, `DEADLINE_EXCEEDED` when idle,
+//!   `RESOURCE_EXHAUSTED` at `--max-sessions`).
 //! * **Load**, all from one coherent [`LoadReport`] per interval: `/load` (JSON with its
 //!   sequence number and age), `/metrics` (Prometheus text), and an HAProxy agent-check
 //!   responder (`up N%` from the hybrid capacity model, `drain` on shutdown).
+//! * **ORCA out-of-band load reports** on the same `--grpc` port ([`orca`]):
+//!   `xds.service.orca.v3.OpenRcaService/StreamCoreMetrics` streams
+//!   `xds.data.orca.v3.OrcaLoadReport`s with `rps_fractional` = pretend QPS (open
+//!   sessions ÷ window) and `application_utilization` = utilisation, so unmodified gRPC
+//!   `weighted_round_robin` and Envoy client-side WRR weigh backends by their sessions.
+//!   The protobuf code is generated once and committed ([`generated`]): building needs
+//!   no `protoc`.
 //!
 //! # Example
 //!
