@@ -25,6 +25,15 @@ impl Drop for Procs {
     }
 }
 
+/// Where agent `i` writes its log (its last line is the final count after shutdown).
+fn log(i: usize) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "livecount-e2e-{}-b{}.log",
+        std::process::id(),
+        i + 1
+    ))
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -71,7 +80,7 @@ async fn sessions_shift_away_from_a_hot_backend_and_counts_return_to_zero() {
             .args(["--http", &format!("127.0.0.1:{}", http[i])])
             .args(["--agent-check", &format!("127.0.0.1:{}", agent[i])])
             .args(["--cores", "1", "--work-ms", "1"])
-            .stderr(Stdio::null());
+            .stderr(std::fs::File::create(log(i)).unwrap());
         if i == 2 {
             cmd.args(["--background-load", "0.9"]);
         }
@@ -169,5 +178,62 @@ async fn sessions_shift_away_from_a_hot_backend_and_counts_return_to_zero() {
         started[2] * 2 < started[0].min(started[1]),
         "new sessions should shift away from the hot backend: {started:?}"
     );
+
+    // Graceful shutdown under HAProxy: open sessions, SIGTERM b1 while they are held.
+    let config = DriveConfig {
+        target: format!("127.0.0.1:{front}"),
+        sessions: 12,
+        ramp: Duration::from_millis(500),
+        hold: Duration::from_secs(6),
+        speak_every: Duration::from_millis(700),
+        chunks: 5,
+        interrupt_share: 0.0,
+        kill_share: 0.0,
+        observe: Vec::new(),
+        seed: 8,
+    };
+    let held = tokio::spawn(drive(config));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let on_b1 = wait_for_load(&backends[0]).await["active"]
+        .as_u64()
+        .unwrap();
+    assert!(on_b1 > 0, "b1 holds some of the sessions");
+    let pid = procs.0[0].id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut exited = None;
+    for _ in 0..100 {
+        if let Some(status) = procs.0[0].try_wait().unwrap() {
+            exited = Some(status);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(exited.expect("b1 exits within 10 s of SIGTERM").success());
+    let b1_log = std::fs::read_to_string(log(0)).unwrap();
+    let last = b1_log.lines().last().unwrap_or_default();
+    eprintln!("b1 after SIGTERM with {on_b1} sessions open: {last}");
+    assert!(last.contains("active 0"), "{b1_log}");
+    let expected = format!("\"shutdown\": {on_b1}");
+    assert!(
+        last.contains(&expected),
+        "b1's open sessions end Shutdown: {last}"
+    );
+    let summary = held.await.unwrap();
+    assert_eq!(summary.opened, 12, "{summary:?}");
+    // b1's clients see the server's close when they next speak (or at their own bye).
+    assert!(
+        (1..=on_b1).contains(&summary.ended_by_server),
+        "{summary:?}"
+    );
+    assert_eq!(summary.closed + summary.ended_by_server, 12, "{summary:?}");
     let _ = std::fs::remove_dir_all(&dir);
+    for i in 0..3 {
+        let _ = std::fs::remove_file(log(i));
+    }
 }
