@@ -352,8 +352,15 @@ impl RunningAgent {
         let mut tasks = self.tasks;
         let http = tasks.remove(0);
         let _ = tokio::time::timeout(agent.config.drain, http).await;
-        if let Some(grpc) = self.grpc_task {
-            let _ = tokio::time::timeout(agent.config.drain, grpc).await;
+        if let Some(mut grpc) = self.grpc_task {
+            // Graceful: open streams end on the shutdown signal; a client that does not
+            // read its last frames gets the drain period, then the connection is cut.
+            if tokio::time::timeout(agent.config.drain, &mut grpc)
+                .await
+                .is_err()
+            {
+                grpc.abort();
+            }
         }
         agent.publish()
     }
