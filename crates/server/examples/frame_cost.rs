@@ -41,14 +41,18 @@ async fn frame_cost(frames: u32) -> Duration {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let agent = RunningAgent::start(AgentConfig::from_args(&args).unwrap()).await.unwrap();
+    let agent = RunningAgent::start(AgentConfig::from_args(&args).unwrap())
+        .await
+        .unwrap();
     let url = format!("ws://{}/session", agent.http);
     let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
     let t = Instant::now();
     for _ in 0..frames {
         ws.feed(Message::text(r#"{"type":"idle"}"#)).await.unwrap();
     }
-    ws.send(Message::text(r#"{"type":"speak","chunks":1}"#)).await.unwrap();
+    ws.send(Message::text(r#"{"type":"speak","chunks":1}"#))
+        .await
+        .unwrap();
     while let Some(Ok(m)) = ws.next().await {
         if m.to_text().unwrap_or("").contains("done") {
             break;
