@@ -42,8 +42,10 @@ async fn serve(config: AgentConfig) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen: {e}"))?;
     let check = agent.agent_check.map_or("off".into(), |a| a.to_string());
+    let grpc = agent.grpc.map_or("off".into(), |a| a.to_string());
     eprintln!(
-        "{name}: sessions at ws://{}/session, /metrics, /load; agent-check {check}",
+        "{name}: sessions at ws://{}/session, /metrics, /load; agent-check {check}; \
+         gRPC (Agent/Converse, ORCA) {grpc}",
         agent.http
     );
     wait_for_signal().await;
