@@ -47,6 +47,8 @@ pub struct RunningAgent {
     pub agent: Arc<Agent>,
     /// Where HTTP listens.
     pub http: SocketAddr,
+    /// Where the separate `/metrics` + `/load` listener is, if enabled.
+    pub metrics: Option<SocketAddr>,
     /// Where agent-check listens, if enabled.
     pub agent_check: Option<SocketAddr>,
     /// Where gRPC (sessions and ORCA) listens, if enabled.
@@ -219,6 +221,15 @@ async fn metrics_route(State(agent): State<Arc<Agent>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
+/// `/load` and `/metrics` alone, for a separate scrape address.
+fn load_router(agent: Arc<Agent>) -> Router {
+    Router::new()
+        .route("/load", get(load_route))
+        .route("/metrics", get(metrics_route))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .with_state(agent)
+}
+
 fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .route("/session", get(session_route))
@@ -278,6 +289,10 @@ impl RunningAgent {
     /// Binds every listener and starts serving.
     pub async fn start(config: AgentConfig) -> std::io::Result<Self> {
         let http = TcpListener::bind(config.http).await?;
+        let metrics = match config.metrics {
+            Some(addr) => Some(TcpListener::bind(addr).await?),
+            None => None,
+        };
         let check = match config.agent_check {
             Some(addr) => Some(TcpListener::bind(addr).await?),
             None => None,
@@ -300,6 +315,7 @@ impl RunningAgent {
         background_load(agent.config.background_load, Arc::clone(&stop_background));
         let mut running = RunningAgent {
             http: http.local_addr()?,
+            metrics: metrics.as_ref().map(TcpListener::local_addr).transpose()?,
             agent_check: check.as_ref().map(TcpListener::local_addr).transpose()?,
             grpc: grpc.as_ref().map(TcpListener::local_addr).transpose()?,
             agent: Arc::clone(&agent),
@@ -317,6 +333,12 @@ impl RunningAgent {
                 .with_graceful_shutdown(until_stop)
                 .await;
         }));
+        if let Some(listener) = metrics {
+            let app = load_router(Arc::clone(&agent));
+            running.tasks.push(tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            }));
+        }
         if let Some(listener) = check {
             running
                 .tasks

@@ -10,6 +10,9 @@ use livecount_capacity::{CapacityConfig, ConfigError};
 pub struct AgentConfig {
     /// HTTP: WebSocket sessions at `/session`, `/metrics`, `/load`.
     pub http: SocketAddr,
+    /// A separate address for `/metrics` and `/load` (a scrape port); they are always on
+    /// `http` too. `None` = only there.
+    pub metrics: Option<SocketAddr>,
     /// HAProxy agent-check responder; `None` = off.
     pub agent_check: Option<SocketAddr>,
     /// gRPC: sessions (`livecount.agent.v1.Agent/Converse`) and ORCA out-of-band load
@@ -46,6 +49,7 @@ impl Default for AgentConfig {
         let ten = Duration::from_secs(10);
         Self {
             http: "127.0.0.1:8080".parse().expect("a valid address"),
+            metrics: None,
             agent_check: None,
             grpc: None,
             name: "agent".into(),
@@ -67,6 +71,7 @@ impl Default for AgentConfig {
 /// Usage text of `livecount-agent serve`.
 pub const SERVE_USAGE: &str = "livecount-agent serve [options]
   --http ADDR              WebSocket /session, /metrics, /load (default 127.0.0.1:8080)
+  --metrics ADDR           /metrics and /load also on a separate scrape address (default off)
   --agent-check ADDR       HAProxy agent-check responder (default off)
   --grpc ADDR              gRPC sessions (Agent/Converse) and ORCA load reports (default off)
   --name NAME              backend name in /load (default agent)
@@ -96,6 +101,7 @@ impl AgentConfig {
             let secs = |v: &str| parse_secs(flag, v);
             match flag.as_str() {
                 "--http" => c.http = parse(flag, value, "an address like 127.0.0.1:8080")?,
+                "--metrics" => c.metrics = Some(parse(flag, value, "an address")?),
                 "--agent-check" => c.agent_check = Some(parse(flag, value, "an address")?),
                 "--grpc" => c.grpc = Some(parse(flag, value, "an address")?),
                 "--name" => c.name = value.clone(),

@@ -254,13 +254,40 @@ async fn graceful_shutdown_ends_sessions_shutdown_and_says_drain() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_maximum_session_length_ends_it_timed_out() {
+    let a = agent(&["--max-session-secs", "0.3"]).await;
+    let mut ws = connect(&a).await;
+    send(&mut ws, r#"{"type":"speak","chunks":10000}"#).await;
+    loop {
+        match recv(&mut ws).await {
+            Ok(frame) => assert!(frame.contains("chunk"), "{frame}"),
+            Err(code) => {
+                assert_eq!(
+                    code,
+                    Some(CloseCode::Normal),
+                    "close 1000, max session length"
+                );
+                break;
+            }
+        }
+    }
+    assert_eq!(settled(&a).await, reasons(&[("timed_out", 1)]));
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_and_metrics_come_from_one_snapshot() {
-    let a = agent(&[]).await;
+    let a = agent(&["--metrics", "127.0.0.1:0"]).await;
     let mut ws = connect(&a).await;
     send(&mut ws, r#"{"type":"speak","chunks":10000}"#).await;
     recv(&mut ws).await.unwrap();
     let report = a.agent.publish();
     let load = fetch_load(&a.http.to_string()).await.unwrap();
+    let scrape = fetch_load(&a.metrics.unwrap().to_string()).await.unwrap();
+    assert_eq!(
+        scrape["active"], 1,
+        "the separate scrape address serves the same report"
+    );
     assert!(load["sequence"].as_u64().unwrap() >= report.sequence);
     assert_eq!(load["active"], 1);
     assert_eq!(load["generating"], 1);
