@@ -2,42 +2,24 @@
 //! `/load`, sessions over `Converse` through every ending, bad frames, floods and
 //! shutdown, with the counters checked exact afterwards.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::time::Duration;
 
+use common::{agent, reasons, settled};
 use futures_util::stream;
+use livecount_server::RunningAgent;
 use livecount_server::driver::fetch_load;
 use livecount_server::generated::livecount::agent::v1 as pb;
 use livecount_server::generated::xds::data::orca::v3::OrcaLoadReport;
 use livecount_server::generated::xds::service::orca::v3::OrcaLoadReportRequest;
 use livecount_server::generated::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
-use livecount_server::{AgentConfig, RunningAgent};
 use pb::agent_client::AgentClient;
 use pb::client_frame::Frame as Client;
 use pb::server_frame::Frame as Server;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status, Streaming};
-
-async fn agent(extra: &[&str]) -> RunningAgent {
-    let mut args: Vec<String> = [
-        "--http",
-        "127.0.0.1:0",
-        "--grpc",
-        "127.0.0.1:0",
-        "--report-secs",
-        "0.2",
-        "--chunk-gap-ms",
-        "1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    RunningAgent::start(AgentConfig::from_args(&args).unwrap())
-        .await
-        .unwrap()
-}
 
 async fn channel(a: &RunningAgent) -> Channel {
     Endpoint::from_shared(format!("http://{}", a.grpc.unwrap()))
@@ -108,28 +90,6 @@ impl Session {
             .expect("a frame within 5 s")?;
         Ok(next.map(|f| f.frame.expect("frames have a oneof set")))
     }
-}
-
-/// Waits until the tracker agrees: no session open; returns ended counts by reason.
-async fn settled(a: &RunningAgent) -> BTreeMap<String, u64> {
-    for _ in 0..500 {
-        let s = a.agent.tracker.snapshot();
-        if s.active == 0 {
-            assert_eq!(s.started, s.ended, "{s:?}");
-            return s
-                .ended_by_reason
-                .iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(r, n)| (r.as_str().to_owned(), n))
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("sessions still open: {:?}", a.agent.tracker.snapshot());
-}
-
-fn reasons(list: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    list.iter().map(|(r, n)| (r.to_string(), *n)).collect()
 }
 
 async fn orca(ch: &Channel) -> Streaming<OrcaLoadReport> {

@@ -1,38 +1,20 @@
 //! The agent on loopback, driven by a real WebSocket client: every ending path, bad input,
 //! floods and shutdown, with the counters checked exact afterwards.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::time::Duration;
 
+use common::{agent, reasons, settled};
 use futures_util::{SinkExt, StreamExt};
+use livecount_server::RunningAgent;
 use livecount_server::driver::fetch_load;
-use livecount_server::{AgentConfig, RunningAgent};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
-
-async fn agent(extra: &[&str]) -> RunningAgent {
-    let mut args: Vec<String> = [
-        "--http",
-        "127.0.0.1:0",
-        "--agent-check",
-        "127.0.0.1:0",
-        "--report-secs",
-        "0.2",
-        "--chunk-gap-ms",
-        "1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    RunningAgent::start(AgentConfig::from_args(&args).unwrap())
-        .await
-        .unwrap()
-}
 
 async fn connect(a: &RunningAgent) -> Ws {
     tokio_tungstenite::connect_async(format!("ws://{}/session", a.http))
@@ -58,28 +40,6 @@ async fn recv(ws: &mut Ws) -> Result<String, Option<CloseCode>> {
             _ => return Err(None),
         }
     }
-}
-
-/// Waits until the tracker agrees: no session open; returns ended counts by reason.
-async fn settled(a: &RunningAgent) -> BTreeMap<String, u64> {
-    for _ in 0..500 {
-        let s = a.agent.tracker.snapshot();
-        if s.active == 0 {
-            assert_eq!(s.started, s.ended, "{s:?}");
-            return s
-                .ended_by_reason
-                .iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(r, n)| (r.as_str().to_owned(), n))
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("sessions still open: {:?}", a.agent.tracker.snapshot());
-}
-
-fn reasons(list: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    list.iter().map(|(r, n)| (r.to_string(), *n)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

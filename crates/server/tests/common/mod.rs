@@ -1,0 +1,53 @@
+//! Helpers shared by the loopback tests (`sessions.rs`, `grpc.rs`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use livecount_server::{AgentConfig, RunningAgent};
+
+/// An agent on loopback with every listener on a free port (HTTP, agent-check, gRPC),
+/// reports every 0.2 s and 1 ms between chunks, plus `extra` options.
+pub(crate) async fn agent(extra: &[&str]) -> RunningAgent {
+    let mut args: Vec<String> = [
+        "--http",
+        "127.0.0.1:0",
+        "--agent-check",
+        "127.0.0.1:0",
+        "--grpc",
+        "127.0.0.1:0",
+        "--report-secs",
+        "0.2",
+        "--chunk-gap-ms",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    RunningAgent::start(AgentConfig::from_args(&args).unwrap())
+        .await
+        .unwrap()
+}
+
+/// Waits until the tracker agrees: no session open; returns ended counts by reason.
+pub(crate) async fn settled(a: &RunningAgent) -> BTreeMap<String, u64> {
+    for _ in 0..500 {
+        let s = a.agent.tracker.snapshot();
+        if s.active == 0 {
+            assert_eq!(s.started, s.ended, "{s:?}");
+            return s
+                .ended_by_reason
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, n)| (r.as_str().to_owned(), n))
+                .collect();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("sessions still open: {:?}", a.agent.tracker.snapshot());
+}
+
+/// The expected `settled` map.
+pub(crate) fn reasons(list: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    list.iter().map(|(r, n)| (r.to_string(), *n)).collect()
+}
