@@ -149,8 +149,8 @@ async fn session_route(State(agent): State<Arc<Agent>>, ws: WebSocketUpgrade) ->
 }
 
 /// Maps WebSocket messages to [`Incoming`]; pings and pongs are handled by axum.
-fn incoming(msg: Option<Result<Message, axum::Error>>) -> Option<Option<Incoming>> {
-    Some(match msg? {
+fn incoming(msg: Result<Message, axum::Error>) -> Option<Incoming> {
+    match msg {
         Ok(Message::Text(text)) => Some(match ClientFrame::parse(text.as_str()) {
             Ok(frame) => Incoming::Frame(frame),
             Err(e) => Incoming::Malformed(e),
@@ -171,11 +171,11 @@ fn incoming(msg: Option<Result<Message, axum::Error>>) -> Option<Option<Incoming
                 Incoming::Lost
             })
         }
-    })
+    }
 }
 
 async fn websocket_session(agent: &Agent, socket: WebSocket) {
-    let (mut sink, mut stream) = socket.split();
+    let (mut sink, stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Outgoing>(64);
     let writer = tokio::spawn(async move {
         while let Some(out) = rx.recv().await {
@@ -193,18 +193,7 @@ async fn websocket_session(agent: &Agent, socket: WebSocket) {
         }
         let _ = sink.close().await;
     });
-    let frames = futures_util::stream::poll_fn(move |cx| {
-        loop {
-            match stream.poll_next_unpin(cx) {
-                std::task::Poll::Ready(msg) => match incoming(msg) {
-                    None => return std::task::Poll::Ready(None),
-                    Some(None) => continue,
-                    Some(Some(frame)) => return std::task::Poll::Ready(Some(frame)),
-                },
-                std::task::Poll::Pending => return std::task::Poll::Pending,
-            }
-        }
-    });
+    let frames = stream.filter_map(|msg| std::future::ready(incoming(msg)));
     agent.run_session(Box::pin(frames), tx).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
 }
