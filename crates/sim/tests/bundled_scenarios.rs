@@ -1,22 +1,9 @@
 //! The bundled scenarios: each loads with a one-line description, and the scale check.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use common::{bundled, scenarios_dir};
 use livecount_sim::{Scenario, run};
-
-fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
-}
-
-fn bundled() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(scenarios_dir())
-        .expect("scenarios dir")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
-    files
-}
 
 #[test]
 fn every_bundled_scenario_loads_with_a_one_line_description() {

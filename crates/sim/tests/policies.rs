@@ -56,6 +56,15 @@ fn counts(p: &mut dyn Policy, views: &[BackendView], draws: usize) -> Vec<usize>
     c
 }
 
+/// Pearson's χ² of observed `counts` against `expected` counts.
+fn chi_square(counts: &[usize], expected: [f64; 3]) -> f64 {
+    counts
+        .iter()
+        .zip(expected)
+        .map(|(&o, e)| (o as f64 - e).powi(2) / e)
+        .sum()
+}
+
 #[test]
 fn every_policy_returns_none_when_every_backend_is_dead() {
     let views = vec![view(false); 3];
@@ -196,11 +205,7 @@ fn grpc_wrr_picks_in_proportion_to_qps_over_utilisation() {
     let n = 60_000;
     let c = counts(p.as_mut(), &views, n);
     let expected = [n as f64 / 6.0, n as f64 / 3.0, n as f64 / 2.0];
-    let chi2: f64 = c
-        .iter()
-        .zip(expected)
-        .map(|(&o, e)| (o as f64 - e).powi(2) / e)
-        .sum();
+    let chi2 = chi_square(&c, expected);
     // Two degrees of freedom: P(χ² > 18.4) = 1e-4.
     assert!(chi2 < 18.4, "counts {c:?}, χ² = {chi2}");
 }
@@ -216,11 +221,7 @@ fn grpc_wrr_gives_unweighted_backends_the_mean_weight() {
     let n = 60_000;
     let c = counts(p.as_mut(), &views, n);
     let expected = [n as f64 / 6.0, n as f64 / 2.0, n as f64 / 3.0];
-    let chi2: f64 = c
-        .iter()
-        .zip(expected)
-        .map(|(&o, e)| (o as f64 - e).powi(2) / e)
-        .sum();
+    let chi2 = chi_square(&c, expected);
     assert!(chi2 < 18.4, "counts {c:?}, χ² = {chi2}");
 }
 

@@ -1,8 +1,11 @@
 //! Scenario errors name the file and the offending key, in the library and in `lbsim`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::Command;
 
+use common::bundled;
 use livecount_sim::{Scenario, ScenarioError, ScenarioResult, policy};
 
 const FILE: &str = "broken.toml";
@@ -196,17 +199,6 @@ fn temp_dir(test: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create temp dir");
     dir
-}
-
-fn bundled() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("scenarios dir")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
-    files
 }
 
 #[test]
