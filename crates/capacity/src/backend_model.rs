@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::estimate::cost_above_idle;
 use crate::{CapacityConfig, Estimate, Freshness, sanitize_utilisation};
 
 /// The last accepted report of a backend.
@@ -106,6 +107,14 @@ impl BackendModel {
         self.idle
     }
 
+    /// The cost per session of the last report, above the idle baseline (what a fleet-mean
+    /// prior averages); `None` before a report or when the cost is undefined.
+    pub fn cost_per_session(&self, config: &CapacityConfig) -> Option<f64> {
+        let snap = self.last?;
+        let idle = self.idle.unwrap_or(0.0);
+        cost_above_idle(snap.active, snap.utilisation, idle, config.window())
+    }
+
     /// The smoothed utilisation of the last report, if any.
     pub fn smoothed_utilisation(&self) -> Option<f64> {
         self.last.map(|s| s.utilisation)
@@ -197,6 +206,8 @@ mod tests {
         let e = b.estimate(&c, secs(200), None);
         // (0.8 - 0.3) / ((0.3 - 0.2) * 10 / 10) / 2 * 10 = 25
         assert!((e.headroom - 25.0).abs() < 1e-9, "{e:?}");
+        let cost = b.cost_per_session(&c).unwrap();
+        assert!((cost - 0.1).abs() < 1e-12, "(0.3 - 0.2) / (10 / 10 s) = 0.1, got {cost}");
     }
 
     #[test]

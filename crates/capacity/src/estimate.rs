@@ -135,12 +135,7 @@ impl Estimate {
         prior_cost: Option<f64>,
     ) -> Self {
         let u = sanitize_utilisation(utilisation);
-        let idle = if idle_utilisation.is_finite() {
-            idle_utilisation.clamp(0.0, u)
-        } else {
-            0.0
-        };
-        let cost = cost_per_session(active, u - idle, config.window())
+        let cost = cost_above_idle(active, u, idle_utilisation, config.window())
             .unwrap_or_else(|| effective_prior(config, prior_cost));
         let rate = additional_session_rate(config, u, cost);
         let headroom = clamp_headroom(rate * config.report_interval().as_secs_f64());
@@ -199,6 +194,18 @@ pub fn cost_per_session(active: u64, utilisation: f64, window: Duration) -> Opti
     let qps = pretend_qps(active, window);
     let cost = u / qps;
     (u >= MIN_MEASURABLE_UTILISATION && qps > 0.0 && cost.is_finite() && cost > 0.0).then_some(cost)
+}
+
+/// [`cost_per_session`] of the utilisation above the idle baseline: `(u − idle) /
+/// pretend_qps`, with `idle` clamped into `[0, u]` (non-finite reads as 0).
+pub(crate) fn cost_above_idle(active: u64, u: f64, idle: f64, window: Duration) -> Option<f64> {
+    let u = sanitize_utilisation(u);
+    let idle = if idle.is_finite() {
+        idle.clamp(0.0, u)
+    } else {
+        0.0
+    };
+    cost_per_session(active, u - idle, window)
 }
 
 /// additional_session_rate = max(0, t − u) / cost / k, in sessions per second.

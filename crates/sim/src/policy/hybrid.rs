@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use livecount_capacity::{BackendModel, CapacityConfig, cost_per_session};
+use livecount_capacity::{BackendModel, CapacityConfig};
 
 use super::{BackendView, Policy, Report, two_choices, weighted};
 use crate::{Scenario, SimRng};
@@ -170,9 +170,7 @@ impl Policy for Hybrid {
             report.active,
             report.utilisation,
         );
-        let u = model.smoothed_utilisation().unwrap_or(report.utilisation);
-        let idle = model.idle_utilisation().unwrap_or(0.0);
-        let cost = cost_per_session(report.active, u - idle.min(u), self.config.window());
+        let cost = model.cost_per_session(&self.config);
         self.set_cost(backend, cost);
         self.refresh(backend, now);
     }
