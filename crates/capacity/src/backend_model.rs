@@ -207,7 +207,10 @@ mod tests {
         // (0.8 - 0.3) / ((0.3 - 0.2) * 10 / 10) / 2 * 10 = 25
         assert!((e.headroom - 25.0).abs() < 1e-9, "{e:?}");
         let cost = b.cost_per_session(&c).unwrap();
-        assert!((cost - 0.1).abs() < 1e-12, "(0.3 - 0.2) / (10 / 10 s) = 0.1, got {cost}");
+        assert!(
+            (cost - 0.1).abs() < 1e-12,
+            "(0.3 - 0.2) / (10 / 10 s) = 0.1, got {cost}"
+        );
     }
 
     #[test]
