@@ -1,0 +1,196 @@
+//! Where utilisation comes from: [`ProcessCpu`] (this process's CPU time ÷ cores) or any
+//! other [`UtilisationSource`].
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Gives the utilisation since the previous sample, in [0, 1], or `None` when it cannot be
+/// measured (the report then says `utilisation_measured: false` instead of a silent 0).
+pub trait UtilisationSource: Send + fmt::Debug {
+    /// Utilisation since the previous call (the first call may return `None` or a
+    /// figure since an earlier baseline).
+    fn sample(&mut self) -> Option<f64>;
+}
+
+/// This process's CPU time (user + system, every thread) per wall-clock second, divided by
+/// the cores it is measured against. From `getrusage(RUSAGE_SELF)` on Unix (no `/proc`
+/// parsing, no assumed clock-tick rate); elsewhere it measures nothing and says so.
+///
+/// ```
+/// use livecount_report::{ProcessCpu, UtilisationSource};
+///
+/// let mut cpu = ProcessCpu::new(2.0);
+/// let _ = cpu.sample(); // the baseline
+/// let u = cpu.sample();
+/// # #[cfg(unix)]
+/// assert!(u.is_some_and(|u| (0.0..=1.0).contains(&u)));
+/// ```
+#[derive(Debug)]
+pub struct ProcessCpu {
+    cores: f64,
+    last: Option<(Instant, Duration)>,
+}
+
+impl ProcessCpu {
+    /// Measures against `cores` (non-finite or ≤ 0 is taken as 1).
+    pub fn new(cores: f64) -> Self {
+        let cores = if cores.is_finite() && cores > 0.0 {
+            cores
+        } else {
+            1.0
+        };
+        let mut meter = ProcessCpu { cores, last: None };
+        meter.sample();
+        meter
+    }
+
+    /// The cores utilisation is measured against.
+    pub fn cores(&self) -> f64 {
+        self.cores
+    }
+}
+
+impl UtilisationSource for ProcessCpu {
+    fn sample(&mut self) -> Option<f64> {
+        let now = Instant::now();
+        let cpu = process_cpu_time()?;
+        let u = match self.last {
+            Some((t, c)) if now > t => {
+                cpu.saturating_sub(c).as_secs_f64() / (now - t).as_secs_f64() / self.cores
+            }
+            _ => 0.0,
+        };
+        self.last = Some((now, cpu));
+        Some(u.clamp(0.0, 1.0))
+    }
+}
+
+/// CPU time of this process (user + system, all threads).
+#[cfg(unix)]
+pub fn process_cpu_time() -> Option<Duration> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY:
+    // - `usage` points to writable memory the size of a `rusage`;
+    // - `getrusage` writes it fully when it returns 0, and we read it only then.
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return None;
+        }
+        usage.assume_init()
+    };
+    let time = |t: libc::timeval| -> Option<Duration> {
+        Some(Duration::new(
+            u64::try_from(t.tv_sec).ok()?,
+            u32::try_from(t.tv_usec).ok()?.checked_mul(1000)?,
+        ))
+    };
+    Some(time(usage.ru_utime)? + time(usage.ru_stime)?)
+}
+
+/// CPU time of this process: not measured off Unix.
+#[cfg(not(unix))]
+pub fn process_cpu_time() -> Option<Duration> {
+    None
+}
+
+/// A source that returns whatever was last [`set`](ManualUtilisationHandle::set): for a service
+/// that knows its utilisation better than process CPU does (GPU share, queue depth).
+///
+/// ```
+/// use livecount_report::{ManualUtilisation, UtilisationSource};
+///
+/// let (mut source, handle) = ManualUtilisation::new();
+/// assert_eq!(source.sample(), None);
+/// handle.set(0.25);
+/// assert_eq!(source.sample(), Some(0.25));
+/// ```
+#[derive(Debug)]
+pub struct ManualUtilisation {
+    value: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Sets the value a [`ManualUtilisation`] reports.
+#[derive(Debug, Clone)]
+pub struct ManualUtilisationHandle {
+    value: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// No value yet: an f64 NaN bit pattern.
+const UNSET: u64 = f64::NAN.to_bits();
+
+impl ManualUtilisation {
+    /// A source and the handle that feeds it; it reports `None` until the first `set`.
+    pub fn new() -> (Self, ManualUtilisationHandle) {
+        let value = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(UNSET));
+        let handle = ManualUtilisationHandle {
+            value: std::sync::Arc::clone(&value),
+        };
+        (ManualUtilisation { value }, handle)
+    }
+}
+
+impl ManualUtilisationHandle {
+    /// The utilisation to report from now on, clamped to [0, 1]; NaN clears it.
+    pub fn set(&self, utilisation: f64) {
+        let v = if utilisation.is_nan() {
+            f64::NAN
+        } else {
+            utilisation.clamp(0.0, 1.0)
+        };
+        // Relaxed: a single value with no other data published alongside it.
+        self.value
+            .store(v.to_bits(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl UtilisationSource for ManualUtilisation {
+    fn sample(&mut self) -> Option<f64> {
+        // Relaxed: see `set`.
+        let v = f64::from_bits(self.value.load(std::sync::atomic::Ordering::Relaxed));
+        (!v.is_nan()).then_some(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn process_cpu_time_grows_with_work_and_a_busy_thread_reads_busy() {
+        let mut cpu = ProcessCpu::new(1.0);
+        let before = process_cpu_time().unwrap();
+        let until = Instant::now() + Duration::from_millis(200);
+        let mut x = 0u64;
+        while Instant::now() < until {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let after = process_cpu_time().unwrap();
+        // 200 ms of spinning is at least 100 ms of CPU even on a loaded machine.
+        assert!(
+            after - before >= Duration::from_millis(100),
+            "{before:?} → {after:?}"
+        );
+        let u = cpu.sample().unwrap();
+        assert!(u > 0.3, "one core spinning read as utilisation {u}");
+        // Against 1000 cores the same work is nearly nothing, and never above 1 for 1 core.
+        let mut many = ProcessCpu::new(1000.0);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(many.sample().unwrap() < 0.01);
+        assert_eq!(many.cores(), 1000.0);
+        assert_eq!(ProcessCpu::new(f64::NAN).cores(), 1.0);
+        assert_eq!(ProcessCpu::new(-2.0).cores(), 1.0);
+    }
+
+    #[test]
+    fn manual_utilisation_clamps_and_clears() {
+        let (mut source, handle) = ManualUtilisation::new();
+        handle.set(7.0);
+        assert_eq!(source.sample(), Some(1.0));
+        handle.set(-1.0);
+        assert_eq!(source.sample(), Some(0.0));
+        handle.set(f64::NAN);
+        assert_eq!(source.sample(), None);
+    }
+}

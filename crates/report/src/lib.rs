@@ -1,0 +1,112 @@
+//! One coherent load report per interval from a `livecount-session` tracker, served the
+//! ways load balancers read load: Prometheus text, `/load` JSON, HAProxy agent-check and
+//! ORCA (`xds.service.orca.v3.OpenRcaService`).
+//!
+//! A [`LoadBoard`] turns a tracker [`Snapshot`](livecount_session::Snapshot), the process's
+//! utilisation and the hybrid capacity model (`livecount-capacity`) into a [`LoadReport`]
+//! and publishes it lock-free; every encoder reads the same `Arc<LoadReport>`, so `/load`,
+//! `/metrics`, agent-check and ORCA never disagree about a moment.
+//!
+//! # Usage
+//!
+//! ```toml
+//! [dependencies]
+//! livecount-report = "0.1"
+//! ```
+//!
+//! # Examples
+//!
+//! A tokio service mounts all four in a few lines:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use livecount_capacity::CapacityConfig;
+//! use livecount_report::{LoadBoard, OrcaService, router, serve_agent_check};
+//! use livecount_session::SessionTracker;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let tracker: SessionTracker = SessionTracker::default();
+//! let second = Duration::from_secs(1);
+//! let config = CapacityConfig::new(0.8, 2.0, second, second)?;
+//! let board = Arc::new(LoadBoard::builder("b1", config).max_sessions(1000).build());
+//! board.spawn_publisher(tracker.clone()); // one report per second
+//!
+//! let http = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! tokio::spawn(axum::serve(http, router(Arc::clone(&board))).into_future()); // /load, /metrics
+//! let check = tokio::net::TcpListener::bind("127.0.0.1:9101").await?;
+//! tokio::spawn(serve_agent_check(check, Arc::clone(&board))); // HAProxy agent-check
+//! tonic::transport::Server::builder() // ORCA for gRPC WRR and Envoy CSWRR
+//!     .add_service(OrcaService::server(board))
+//!     .serve("127.0.0.1:50051".parse()?)
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! One report, read directly:
+//!
+//! ```
+//! use std::time::Duration;
+//! use livecount_capacity::CapacityConfig;
+//! use livecount_report::{LoadBoard, ManualUtilisation};
+//! use livecount_session::SessionTracker;
+//!
+//! let tracker: SessionTracker = SessionTracker::default();
+//! let ten = Duration::from_secs(10);
+//! let (cpu, set_cpu) = ManualUtilisation::new();
+//! let board = LoadBoard::builder("b1", CapacityConfig::new(0.8, 2.0, ten, ten)?)
+//!     .utilisation(cpu)
+//!     .build();
+//! let sessions: Vec<_> = (0..80).map(|_| tracker.start()).collect();
+//! set_cpu.set(0.4);
+//! let report = board.publish(tracker.snapshot());
+//! // The source article's case: 80 sessions at 40 % with target 80 % and k = 2 → 120.
+//! assert_eq!((report.active, report.effective_capacity.round()), (80, 120.0));
+//! assert!(livecount_report::prometheus::render(&report).contains("livecount_active_sessions 80\n"));
+//! # drop(sessions);
+//! # Ok::<(), livecount_capacity::ConfigError>(())
+//! ```
+//!
+//! # Feature flags
+//!
+//! * `http` (default): [`router`], `/load` and `/metrics` as an axum `Router`.
+//! * `orca` (default): [`OrcaService`], the ORCA out-of-band reporting service for tonic,
+//!   with the committed generated protobuf code ([`generated`]; building needs no `protoc`).
+//!
+//! # Correctness
+//!
+//! * Every figure of a report comes from one tracker snapshot (its fields agree by
+//!   construction) and one utilisation sample; a report is swapped in whole.
+//! * Sequence numbers never go back: a publisher that took its snapshot before another's
+//!   leaves the newer report in place.
+//! * Capacity and headroom never exceed the configured `max_sessions`, and headroom is
+//!   never negative.
+//! * Utilisation comes from `getrusage` on Unix; where nothing measures it the report
+//!   says `utilisation_measured: false` rather than a silent 0.
+//! * Every wait of the agent-check responder is bounded ([`agent_check::WRITE_TIMEOUT`]).
+
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod agent_check;
+mod cpu;
+#[cfg(feature = "orca")]
+pub mod generated;
+#[cfg(feature = "http")]
+mod http;
+mod load_board;
+mod load_report;
+#[cfg(feature = "orca")]
+pub mod orca;
+pub mod prometheus;
+
+pub use agent_check::serve_agent_check;
+pub use cpu::{
+    ManualUtilisation, ManualUtilisationHandle, ProcessCpu, UtilisationSource, process_cpu_time,
+};
+#[cfg(feature = "http")]
+pub use http::router;
+pub use load_board::{LoadBoard, LoadBoardBuilder};
+pub use load_report::LoadReport;
+#[cfg(feature = "orca")]
+pub use orca::OrcaService;
