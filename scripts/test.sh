@@ -5,6 +5,8 @@
 #      #[ignore]d variants in release (among them the HAProxy end-to-end test: haproxy is
 #      installed with apt when missing), then doctests (including the compile_fail ones: a
 #      token cannot be used twice);
+#   1b. a scratch crate on tokio ~1.47 builds against every library crate (caret
+#      requirements, not pins: a service on an older tokio can depend on them);
 #   2. loom models (scripts/loom.sh): exhaustive interleavings under the C++ memory model;
 #   3. shuttle models (scripts/shuttle.sh): eight threads, random and PCT schedules;
 #   4. a short fuzz run of every target on stable (fuzz/run.sh), FUZZ_SECONDS each
@@ -48,6 +50,9 @@ fi
 
 step "doctests"
 cargo test --workspace --doc
+
+step "library crates resolve and build next to an older tokio (scripts/older_deps.sh)"
+scripts/older_deps.sh
 
 step "loom"
 scripts/loom.sh
