@@ -71,7 +71,11 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
     }
 
     /// Wraps `inner`; a normal end ends `session` with `outcome` (a failure status).
-    pub(crate) fn with_outcome(inner: B, session: Option<Session<C, M>>, outcome: EndReason) -> Self {
+    pub(crate) fn with_outcome(
+        inner: B,
+        session: Option<Session<C, M>>,
+        outcome: EndReason,
+    ) -> Self {
         SessionBody {
             inner,
             session,
@@ -197,8 +201,14 @@ mod tests {
     fn server_errors_fail_and_client_errors_complete() {
         let none = HeaderMap::new();
         assert_eq!(head_outcome(StatusCode::OK, &none), EndReason::Completed);
-        assert_eq!(head_outcome(StatusCode::NOT_FOUND, &none), EndReason::Completed);
-        assert_eq!(head_outcome(StatusCode::BAD_GATEWAY, &none), EndReason::Failed);
+        assert_eq!(
+            head_outcome(StatusCode::NOT_FOUND, &none),
+            EndReason::Completed
+        );
+        assert_eq!(
+            head_outcome(StatusCode::BAD_GATEWAY, &none),
+            EndReason::Failed
+        );
         assert_eq!(head_outcome(StatusCode::OK, &grpc("3")), EndReason::Failed);
     }
 }

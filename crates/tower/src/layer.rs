@@ -168,8 +168,7 @@ impl<C: Counter, M, P: Clone> Clone for SessionLayer<C, M, P> {
 
 impl<C: Counter, M, P> fmt::Debug for SessionLayer<C, M, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SessionLayer")
-            .finish_non_exhaustive()
+        f.debug_struct("SessionLayer").finish_non_exhaustive()
     }
 }
 

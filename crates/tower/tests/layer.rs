@@ -36,7 +36,9 @@ fn respond_once<B: Send + 'static>(
     body: B,
 ) -> impl Service<Request<()>, Response = Response<SessionBody<B>>, Error = Infallible> {
     let mut body = Some(body);
-    respond(tracker, move || Response::new(body.take().expect("one request")))
+    respond(tracker, move || {
+        Response::new(body.take().expect("one request"))
+    })
 }
 
 #[tokio::test]
@@ -44,7 +46,11 @@ async fn a_body_read_to_its_end_completes() {
     let tracker = Tracker::new();
     let service = respond(&tracker, || Response::new(Full::new(Bytes::from("done"))));
     let response = service.oneshot(Request::new(())).await.unwrap();
-    assert_eq!(tracker.active(), 1, "counted until the body ends, not at headers");
+    assert_eq!(
+        tracker.active(),
+        1,
+        "counted until the body ends, not at headers"
+    );
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(bytes, "done");
     assert_only(&tracker, EndReason::Completed);
@@ -73,7 +79,10 @@ async fn a_streaming_body_counts_until_its_last_frame_is_polled() {
         assert_eq!(frame.unwrap().unwrap().into_data().unwrap(), chunk);
         assert_eq!(tracker.active(), 1, "still streaming after {chunk:?}");
     }
-    assert!(poll_frame_now(body.as_mut()).is_none(), "nothing sent: pending");
+    assert!(
+        poll_frame_now(body.as_mut()).is_none(),
+        "nothing sent: pending"
+    );
     assert_eq!(tracker.active(), 1);
     drop(tx); // the stream's end
     assert!(poll_frame_now(body.as_mut()).expect("ready").is_none());
@@ -107,7 +116,8 @@ async fn a_body_error_fails() {
 #[tokio::test]
 async fn an_inner_error_fails() {
     let tracker = Tracker::new();
-    let inner = tower::service_fn(|_: Request<()>| async { Err::<Response<Empty<Bytes>>, _>("no") });
+    let inner =
+        tower::service_fn(|_: Request<()>| async { Err::<Response<Empty<Bytes>>, _>("no") });
     let service = SessionService::new(inner, tracker.clone());
     assert_eq!(service.oneshot(Request::new(())).await.unwrap_err(), "no");
     assert_only(&tracker, EndReason::Failed);
@@ -116,10 +126,16 @@ async fn an_inner_error_fails() {
 #[tokio::test]
 async fn a_response_future_dropped_before_it_completes_is_cancelled() {
     let tracker = Tracker::new();
-    let inner = tower::service_fn(|_: Request<()>| std::future::pending::<Result<Response<Empty<Bytes>>, Infallible>>());
+    let inner = tower::service_fn(|_: Request<()>| {
+        std::future::pending::<Result<Response<Empty<Bytes>>, Infallible>>()
+    });
     let mut service = SessionService::new(inner, tracker.clone());
     let future = service.call(Request::new(()));
-    assert_eq!(tracker.active(), 1, "counted from the moment it is accepted");
+    assert_eq!(
+        tracker.active(),
+        1,
+        "counted from the moment it is accepted"
+    );
     let timed_out = tokio::time::timeout(Duration::from_millis(10), future).await;
     assert!(timed_out.is_err(), "the timeout dropped the future");
     assert_only(&tracker, EndReason::Cancelled);
@@ -247,10 +263,17 @@ async fn parallel_requests_count_while_in_flight_and_balance_at_the_end() {
         })
         .collect();
     common::settle(|| tracker.active() == N, "all requests in flight").await;
-    assert_eq!(tracker.snapshot().ended, 0, "none ends before its body does");
+    assert_eq!(
+        tracker.snapshot().ended,
+        0,
+        "none ends before its body does"
+    );
     release.send(true).unwrap();
     for client in clients {
-        let bytes = tokio::time::timeout(Duration::from_secs(10), client).await.unwrap().unwrap();
+        let bytes = tokio::time::timeout(Duration::from_secs(10), client)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(bytes, "late");
     }
     let s = tracker.snapshot();

@@ -28,7 +28,9 @@ pub(crate) fn channel_body() -> (FrameSender, ChannelBody) {
 
 impl ChannelBody {
     /// A body of the one frame `frame` resolves to.
-    pub(crate) fn from_stream(frame: impl Future<Output = Frame<Bytes>> + Send + 'static) -> ChannelBody {
+    pub(crate) fn from_stream(
+        frame: impl Future<Output = Frame<Bytes>> + Send + 'static,
+    ) -> ChannelBody {
         let (tx, body) = channel_body();
         tokio::spawn(async move {
             let _ = tx.send(Ok(frame.await));
@@ -74,6 +76,15 @@ pub(crate) async fn settle(mut done: impl FnMut() -> bool, what: &str) {
 pub(crate) fn assert_only(tracker: &SessionTracker, reason: EndReason) {
     let s = tracker.snapshot();
     assert!(s.is_consistent());
-    assert_eq!((s.started, s.ended, s.active), (1, 1, 0), "one session, ended: {s:?}");
-    assert_eq!(s.ended_by(reason), 1, "ended {reason}, got {:?}", s.ended_by_reason);
+    assert_eq!(
+        (s.started, s.ended, s.active),
+        (1, 1, 0),
+        "one session, ended: {s:?}"
+    );
+    assert_eq!(
+        s.ended_by(reason),
+        1,
+        "ended {reason}, got {:?}",
+        s.ended_by_reason
+    );
 }
