@@ -128,6 +128,11 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
         self
     }
 
+    /// The shutdown token (for a handler's other long work, an endless HTTP stream say).
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
     /// Answers `ws` with the upgrade response and runs `handler` on the socket as a session,
     /// as described on [`WebSocketSessions`]. The handler gets the socket and an
     /// [`EndHandle`] (to end the session with a reason of its own, or `touch` it).

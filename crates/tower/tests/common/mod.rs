@@ -51,10 +51,11 @@ impl Body for ChannelBody {
     }
 }
 
+/// What a body's `poll_frame` is ready with.
+pub(crate) type Polled<B> = Option<Result<Frame<<B as Body>::Data>, <B as Body>::Error>>;
+
 /// Polls `body` once: `None` if it is pending.
-pub(crate) fn poll_frame_now<B: Body>(
-    body: Pin<&mut B>,
-) -> Option<Option<Result<Frame<B::Data>, B::Error>>> {
+pub(crate) fn poll_frame_now<B: Body>(body: Pin<&mut B>) -> Option<Polled<B>> {
     match body.poll_frame(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(frame) => Some(frame),
         Poll::Pending => None,
