@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use http::Response;
+use http::{Method, Response, StatusCode};
 use livecount::{Counter, PerThread};
 use livecount_session::{EndReason, Session};
 use pin_project_lite::pin_project;
@@ -42,6 +42,7 @@ pin_project! {
         #[pin]
         inner: F,
         session: Option<Session<C, M>>,
+        request: RequestKind,
     }
 
     impl<F, C: Counter, M> PinnedDrop for ResponseFuture<F, C, M> {
@@ -54,8 +55,12 @@ pin_project! {
 }
 
 impl<F, C: Counter, M> ResponseFuture<F, C, M> {
-    pub(crate) fn new(inner: F, session: Option<Session<C, M>>) -> Self {
-        ResponseFuture { inner, session }
+    pub(crate) fn new(inner: F, session: Option<Session<C, M>>, request: RequestKind) -> Self {
+        ResponseFuture {
+            inner,
+            session,
+            request,
+        }
     }
 }
 
@@ -73,6 +78,16 @@ where
         Poll::Ready(match result {
             Ok(response) => {
                 let outcome = head_outcome(response.status(), response.headers());
+                let session = match this.request.has_body(response.status()) {
+                    true => session,
+                    false => {
+                        // hyper drops a body it must not send unpolled: end at the head.
+                        if let Some(session) = session {
+                            session.end(outcome);
+                        }
+                        None
+                    }
+                };
                 Ok(response.map(|body| SessionBody::with_outcome(body, session, outcome)))
             }
             Err(error) => {
@@ -82,6 +97,40 @@ where
                 Err(error)
             }
         })
+    }
+}
+
+/// What the request says about its response's body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RequestKind {
+    /// A response to it has a body unless its status rules one out.
+    Other,
+    /// `HEAD`: its response never has a body.
+    Head,
+    /// `CONNECT`: a 2xx response to it is a tunnel, not a body.
+    Connect,
+}
+
+impl RequestKind {
+    pub(crate) fn of(method: &Method) -> Self {
+        if method == Method::HEAD {
+            RequestKind::Head
+        } else if method == Method::CONNECT {
+            RequestKind::Connect
+        } else {
+            RequestKind::Other
+        }
+    }
+
+    /// Whether a response with `status` to such a request carries a body (RFC 9110 §6.4.1):
+    /// not to `HEAD`, not with 1xx (a 101 upgrade among them), 204 or 304, not a 2xx to
+    /// `CONNECT`.
+    fn has_body(self, status: StatusCode) -> bool {
+        !(self == RequestKind::Head
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+            || (self == RequestKind::Connect && status.is_success()))
     }
 }
 

@@ -10,7 +10,7 @@ use livecount_session::SessionTracker;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::future::ResponseFuture;
+use crate::future::{RequestKind, ResponseFuture};
 
 /// Which requests a [`SessionLayer`] counts. Implemented by [`CountAll`] and by every
 /// `Fn(&Request<B>) -> bool` (`Clone` if the layer is to be cloned).
@@ -65,7 +65,9 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// | the response body was dropped before its end (client gone, stream cancelled) | [`Cancelled`](livecount_session::EndReason::Cancelled) (a 5xx stays `Failed`) |
 /// | the response future was dropped before it completed | `Cancelled` |
 ///
-/// A 4xx is the client's mistake, served correctly: `Completed`.
+/// A 4xx is the client's mistake, served correctly: `Completed`. A response that has no
+/// body by HTTP's rules (to `HEAD`; 1xx, 204, 304; a 2xx to `CONNECT`) ends with its head,
+/// since hyper drops its body unpolled.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -249,7 +251,8 @@ where
             .predicate
             .counts(&request)
             .then(|| self.tracker.start());
-        ResponseFuture::new(self.inner.call(request), session)
+        let kind = RequestKind::of(request.method());
+        ResponseFuture::new(self.inner.call(request), session, kind)
     }
 }
 

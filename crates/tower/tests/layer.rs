@@ -289,3 +289,60 @@ fn the_service_body_and_future_are_send_and_sync() {
     send_sync::<SessionService<tower::util::BoxCloneSyncService<Request<()>, Response<()>, ()>>>();
     send_sync::<livecount_tower::ResponseFuture<std::future::Ready<Result<Response<()>, ()>>>>();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_without_a_body_complete_with_their_head_over_hyper() {
+    // hyper sends no body for these and drops it unpolled: that is no cancellation.
+    let tracker = Tracker::new();
+    let app = axum::Router::new()
+        .route("/hello", axum::routing::get(|| async { "hello\n" }))
+        .route(
+            "/204",
+            axum::routing::get(|| async { (StatusCode::NO_CONTENT, "x") }),
+        )
+        .route(
+            "/304",
+            axum::routing::get(|| async { (StatusCode::NOT_MODIFIED, "x") }),
+        )
+        .route(
+            "/503",
+            axum::routing::get(|| async { (StatusCode::SERVICE_UNAVAILABLE, "x") }),
+        )
+        .layer(SessionLayer::new(tracker.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let requests = [
+        ("HEAD", "/hello", EndReason::Completed),
+        ("GET", "/204", EndReason::Completed),
+        ("GET", "/304", EndReason::Completed),
+        ("HEAD", "/503", EndReason::Failed),
+        ("GET", "/hello", EndReason::Completed),
+    ];
+    for (i, (method, path, reason)) in requests.into_iter().enumerate() {
+        let response = common::http_exchange(addr, method, path).await;
+        assert!(response.starts_with("HTTP/1.1 "), "{response}");
+        common::settle(
+            || tracker.snapshot().ended == i as u64 + 1,
+            "the request ended",
+        )
+        .await;
+        let s = tracker.snapshot();
+        assert_eq!(
+            s.ended_by(EndReason::Cancelled),
+            0,
+            "{method} {path}: {s:?}"
+        );
+        assert!(s.ended_by(reason) >= 1, "{method} {path}: {s:?}");
+    }
+    let s = tracker.snapshot();
+    assert_eq!((s.started, s.active), (5, 0));
+    assert_eq!(
+        (
+            s.ended_by(EndReason::Completed),
+            s.ended_by(EndReason::Failed)
+        ),
+        (4, 1)
+    );
+    server.abort();
+}

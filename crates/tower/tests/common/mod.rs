@@ -89,3 +89,20 @@ pub(crate) fn assert_only(tracker: &SessionTracker, reason: EndReason) {
         s.ended_by_reason
     );
 }
+
+/// One HTTP/1.1 exchange on a fresh connection (`Connection: close`): the whole response.
+pub(crate) async fn http_exchange(addr: std::net::SocketAddr, method: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request =
+            format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.unwrap();
+        String::from_utf8(response).unwrap()
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .expect("a response in time")
+}
