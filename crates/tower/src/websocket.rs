@@ -10,7 +10,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use axum::response::Response;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use futures_core::Stream;
 use futures_sink::Sink;
 use livecount::Counter;
@@ -69,8 +70,11 @@ impl<T, E> IntoEndReason for Result<T, E> {
 ///   the close handshake bounded by the close timeout;
 /// * the upgrade fails after the response (the connection was lost before hyper handed it
 ///   over) → [`Failed`](EndReason::Failed), and the handler never runs;
+/// * the handler panics → `Failed`; the task is dropped unfinished (the runtime shutting
+///   down) → [`Cancelled`](EndReason::Cancelled);
 /// * a request that is no WebSocket upgrade never gets here: axum's `WebSocketUpgrade`
-///   extractor refuses it, and nothing is counted.
+///   extractor refuses it, and nothing is counted; after the shutdown token is cancelled,
+///   `upgrade` answers `503 Service Unavailable` and counts nothing either.
 ///
 /// A clone shares the tracker and the token.
 ///
@@ -142,8 +146,12 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
         Fut: Future + Send + 'static,
         Fut::Output: IntoEndReason,
     {
-        let session = self.tracker.start();
-        let on_failure = session.handle();
+        if self.shutdown.is_cancelled() {
+            // Draining: refuse before anything is counted or upgraded.
+            return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+        }
+        let session = SocketGuard(self.tracker.start());
+        let on_failure = session.0.handle();
         let shutdown = self.shutdown.clone();
         let close_timeout = self.close_timeout;
         ws.on_failed_upgrade(move |_| {
@@ -215,7 +223,7 @@ where
 /// The upgraded socket's task: the handler raced with the shutdown signal.
 async fn run<C, M, F, Fut>(
     socket: WebSocket,
-    session: Session<C, M>,
+    session: SocketGuard<C, M>,
     shutdown: CancellationToken,
     close_timeout: Duration,
     handler: F,
@@ -233,15 +241,15 @@ async fn run<C, M, F, Fut>(
     tokio::select! {
         biased;
         () = shutdown.cancelled() => {}
-        output = handler(socket, session.handle()) => {
-            session.end(output.into_end_reason());
+        output = handler(socket, session.0.handle()) => {
+            session.0.end(output.into_end_reason());
             return;
         }
     }
     // Shutdown. The handler is dropped by now, and with it the TrackedSocket (unless the
     // handler moved it elsewhere), which sent the socket back. Release the count before the
     // goodbye, which may take up to the close timeout.
-    session.end(EndReason::Shutdown);
+    session.0.end(EndReason::Shutdown);
     drop(session);
     let goodbye = async {
         if let Ok(socket) = returned.await {
@@ -249,6 +257,21 @@ async fn run<C, M, F, Fut>(
         }
     };
     let _ = tokio::time::timeout(close_timeout, goodbye).await;
+}
+
+/// Owns a socket's session in its task: a task dropped before its handler finished ends it
+/// [`Cancelled`](EndReason::Cancelled) (the runtime shutting down), a handler that panicked
+/// [`Failed`](EndReason::Failed).
+struct SocketGuard<C: Counter, M>(Session<C, M>);
+
+impl<C: Counter, M> Drop for SocketGuard<C, M> {
+    fn drop(&mut self) {
+        self.0.end(if std::thread::panicking() {
+            EndReason::Failed
+        } else {
+            EndReason::Cancelled
+        });
+    }
 }
 
 /// Sends a 1001 close frame and reads until the peer's close reply (or the stream's end).

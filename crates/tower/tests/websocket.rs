@@ -52,12 +52,21 @@ async fn refuse(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>)
     })
 }
 
+async fn panic(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
+    sessions.upgrade(ws, |_socket, _session| async move {
+        if true {
+            panic!("a handler bug (this panic is expected by the test)");
+        }
+    })
+}
+
 fn app(tracker: &SessionTracker, shutdown: &CancellationToken) -> Router {
     let sessions = WebSocketSessions::new(tracker.clone(), shutdown.clone())
         .close_timeout(Duration::from_secs(2));
     Router::new()
         .route("/echo", get(echo))
         .route("/refuse", get(refuse))
+        .route("/panic", get(panic))
         .with_state(sessions)
 }
 
@@ -260,4 +269,28 @@ async fn tracked_upgrade_is_the_same_in_one_call() {
         task,
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_panics_fails_the_session() {
+    let server = serve().await;
+    let mut client = connect(server.addr, "/panic").await;
+    while let Some(Ok(_)) = next(&mut client).await {}
+    settle(|| server.tracker.active() == 0, "the task unwound").await;
+    common::assert_only(&server.tracker, EndReason::Failed);
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn no_upgrade_is_counted_once_shutdown_began() {
+    let tracker = SessionTracker::new();
+    let shutdown = CancellationToken::new();
+    let router = app(&tracker, &shutdown);
+    shutdown.cancel();
+    let mut request = upgrade_request("/echo");
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    request.extensions_mut().insert(on_upgrade);
+    let response = router.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(tracker.snapshot().started, 0);
 }
