@@ -83,8 +83,8 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
         }
     }
 
-    /// The session this body holds: `None` if the request was not counted or the body has
-    /// ended.
+    /// The session this body holds: `None` if the request was not counted or the body was
+    /// polled to its end (a session ended otherwise is still held, ended).
     pub fn session(&self) -> Option<&Session<C, M>> {
         self.session.as_ref()
     }

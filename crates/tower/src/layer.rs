@@ -178,8 +178,9 @@ impl<C: Counter, M, P> fmt::Debug for SessionLayer<C, M, P> {
 /// its response body ([`SessionBody`](crate::SessionBody)) ends. See [`SessionLayer`] for
 /// the reasons.
 ///
-/// Per request it adds one session start (the tracker's own cost) and nothing else: the
-/// future and the body wrap the inner ones in place, without boxing.
+/// Per request it adds one session start and end (the tracker's own cost, which includes
+/// allocating the session's shared core) and nothing of its own: the future and the body
+/// wrap the inner ones in place, without boxing.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]

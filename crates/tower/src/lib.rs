@@ -107,10 +107,12 @@
 //!   polled, asked for their end and dropped, with inner and body errors and 5xx statuses,
 //!   against a reference count of active sessions and endings per reason, after every step.
 //! * `tests/layer.rs`: every reason produced exactly once; a stream counted until its last
-//!   frame; 64 parallel requests counted while in flight and balanced at the end.
+//!   frame; 64 parallel requests counted while in flight and balanced at the end; over a
+//!   real hyper server, bodiless responses (`HEAD`, 204, 304) complete, not cancel.
 //! * `tests/websocket.rs`, `tests/example.rs`: real axum servers on loopback and
 //!   tokio-tungstenite clients: shutdown → `Shutdown` and a 1001 close, a refused upgrade
-//!   counts nothing, a failed one ends `Failed`, a client leaving a stream → `Cancelled`.
+//!   (or one after shutdown began) counts nothing, a failed one or a panicking handler ends
+//!   `Failed`, a client leaving a stream → `Cancelled`.
 //! * `tests/balance.rs`: a p2c balancer over two `/load` servers sends all 100 requests to
 //!   the less loaded one, follows the reports when they change, and never picks a backend
 //!   whose report is stale or missing over one with a fresh report.
@@ -118,8 +120,9 @@
 //! # Performance
 //!
 //! Per request the layer adds one session start and end on the tracker (see
-//! `livecount-session`'s lifecycle numbers) and no allocation of its own: the response
-//! future and body wrap the inner ones in place. [`SessionLoad::load`](tower::load::Load)
+//! `livecount-session`'s lifecycle numbers; a start allocates the session's shared core) and
+//! no allocation of its own: the response future and body wrap the inner ones in place, and
+//! the predicate and the end-of-body checks are a few branches. [`SessionLoad::load`](tower::load::Load)
 //! is two atomic loads and a clock read.
 //!
 //! # Implementation notes
