@@ -1,0 +1,214 @@
+//! [`SessionBody`]: a response body that holds its request's session until the body ends.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use http::{HeaderMap, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use livecount::{Counter, PerThread};
+use livecount_session::{EndReason, Session};
+use pin_project_lite::pin_project;
+
+pin_project! {
+    /// The response body [`SessionService`](crate::SessionService) returns: the inner body,
+    /// holding the request's session until the body ends.
+    ///
+    /// * the body reaches its end (a `None` frame, or [`Body::is_end_stream`] turns true) →
+    ///   the response's *outcome*: [`Completed`](EndReason::Completed), or
+    ///   [`Failed`](EndReason::Failed) for a 5xx status or a gRPC error status (see
+    ///   [`SessionLayer`](crate::SessionLayer));
+    /// * the body yields an error → [`Failed`](EndReason::Failed);
+    /// * the body is dropped before its end (the client went away, the stream was
+    ///   cancelled) → [`Cancelled`](EndReason::Cancelled), unless the outcome was already a
+    ///   failure (a 5xx that the client did not read to the end is still a failure).
+    ///
+    /// A body of a request the layer's predicate did not count holds no session and passes
+    /// everything through.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use http_body_util::{BodyExt, Full};
+    /// use livecount_session::{EndReason, SessionTracker};
+    /// use livecount_tower::SessionBody;
+    ///
+    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let body = SessionBody::new(Full::new(bytes::Bytes::from("hi")), Some(tracker.start()));
+    /// assert_eq!(tracker.active(), 1);
+    /// let bytes = body.collect().await.unwrap().to_bytes(); // reads it to the end
+    /// assert_eq!(bytes, "hi");
+    /// let s = tracker.snapshot();
+    /// assert_eq!((s.active, s.ended_by(EndReason::Completed)), (0, 1));
+    /// # }
+    /// ```
+    pub struct SessionBody<B, C: Counter = PerThread, M = ()> {
+        #[pin]
+        inner: B,
+        session: Option<Session<C, M>>,
+        outcome: EndReason,
+    }
+
+    impl<B, C: Counter, M> PinnedDrop for SessionBody<B, C, M> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(session) = this.session.take() {
+                // Before its end (at its end, `poll_frame` or `is_end_stream` ended it already).
+                session.end(match *this.outcome {
+                    EndReason::Completed => EndReason::Cancelled,
+                    failure => failure,
+                });
+            }
+        }
+    }
+}
+
+impl<B, C: Counter, M> SessionBody<B, C, M> {
+    /// Wraps `inner`, ending `session` (if any) when the body ends as described above, with
+    /// [`Completed`](EndReason::Completed) as the outcome of a normal end.
+    pub fn new(inner: B, session: Option<Session<C, M>>) -> Self {
+        SessionBody::with_outcome(inner, session, EndReason::Completed)
+    }
+
+    /// Wraps `inner`; a normal end ends `session` with `outcome` (a failure status).
+    pub(crate) fn with_outcome(
+        inner: B,
+        session: Option<Session<C, M>>,
+        outcome: EndReason,
+    ) -> Self {
+        SessionBody {
+            inner,
+            session,
+            outcome,
+        }
+    }
+
+    /// The session this body holds: `None` if the request was not counted or the body was
+    /// polled to its end (a session ended otherwise is still held, ended).
+    pub fn session(&self) -> Option<&Session<C, M>> {
+        self.session.as_ref()
+    }
+}
+
+/// Ends the session in `slot` (if still held) for `reason`.
+fn finish<C: Counter, M>(slot: &mut Option<Session<C, M>>, reason: EndReason) {
+    if let Some(session) = slot.take() {
+        session.end(reason);
+    }
+}
+
+impl<B: Body, C: Counter, M> Body for SessionBody<B, C, M> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let mut this = self.project();
+        if this.session.is_none() {
+            return this.inner.poll_frame(cx); // not counted, or already ended
+        }
+        let frame = ready!(this.inner.as_mut().poll_frame(cx));
+        match &frame {
+            Some(Ok(frame)) => {
+                if let Some(trailers) = frame.trailers_ref() {
+                    *this.outcome = grpc_outcome(trailers).unwrap_or(*this.outcome);
+                }
+                if this.inner.is_end_stream() {
+                    finish(this.session, *this.outcome);
+                }
+            }
+            Some(Err(_)) => finish(this.session, EndReason::Failed),
+            None => finish(this.session, *this.outcome),
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        let end = self.inner.is_end_stream();
+        if end && let Some(session) = &self.session {
+            // A body that is empty from the start is never polled (hyper asks this first and
+            // drops it); end here so that it counts as completed, not cancelled. `end` takes
+            // `&self`; the drop later finds the session ended and changes nothing.
+            session.end(self.outcome);
+        }
+        end
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B: fmt::Debug, C: Counter, M> fmt::Debug for SessionBody<B, C, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionBody")
+            .field("inner", &self.inner)
+            .field("session", &self.session)
+            .field("outcome", &self.outcome)
+            .finish()
+    }
+}
+
+// === outcomes ===
+
+/// The outcome a response's head promises: `Failed` for a 5xx status or a gRPC error status
+/// in the headers (a trailers-only response), else `Completed`.
+pub(crate) fn head_outcome(status: StatusCode, headers: &HeaderMap) -> EndReason {
+    if status.is_server_error() {
+        return EndReason::Failed;
+    }
+    grpc_outcome(headers).unwrap_or(EndReason::Completed)
+}
+
+/// The session reason a `grpc-status` header stands for; `None` without one.
+///
+/// `0` (OK) is `Completed`, `1` (CANCELLED) `Cancelled`, `4` (DEADLINE_EXCEEDED) `TimedOut`;
+/// every other code, and an unreadable one, is `Failed`.
+pub(crate) fn grpc_outcome(headers: &HeaderMap) -> Option<EndReason> {
+    let status = headers.get("grpc-status")?;
+    Some(match status.as_bytes() {
+        b"0" => EndReason::Completed,
+        b"1" => EndReason::Cancelled,
+        b"4" => EndReason::TimedOut,
+        _ => EndReason::Failed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn grpc(code: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("grpc-status", HeaderValue::from_static(code));
+        headers
+    }
+
+    #[test]
+    fn grpc_codes_map_to_reasons() {
+        assert_eq!(grpc_outcome(&HeaderMap::new()), None);
+        assert_eq!(grpc_outcome(&grpc("0")), Some(EndReason::Completed));
+        assert_eq!(grpc_outcome(&grpc("1")), Some(EndReason::Cancelled));
+        assert_eq!(grpc_outcome(&grpc("4")), Some(EndReason::TimedOut));
+        assert_eq!(grpc_outcome(&grpc("13")), Some(EndReason::Failed));
+        assert_eq!(grpc_outcome(&grpc("x")), Some(EndReason::Failed));
+    }
+
+    #[test]
+    fn server_errors_fail_and_client_errors_complete() {
+        let none = HeaderMap::new();
+        assert_eq!(head_outcome(StatusCode::OK, &none), EndReason::Completed);
+        assert_eq!(
+            head_outcome(StatusCode::NOT_FOUND, &none),
+            EndReason::Completed
+        );
+        assert_eq!(
+            head_outcome(StatusCode::BAD_GATEWAY, &none),
+            EndReason::Failed
+        );
+        assert_eq!(head_outcome(StatusCode::OK, &grpc("3")), EndReason::Failed);
+    }
+}

@@ -1,0 +1,129 @@
+//! [`BackendLoad`]: the part of a backend's load report a client routes on, and [`Metric`]:
+//! the number read from it.
+
+use serde::Deserialize;
+
+/// The fields of a backend's load report that a client routes on, as the livecount agent's
+/// `/load` JSON carries them (other fields are ignored).
+///
+/// ```
+/// use livecount_tower::BackendLoad;
+///
+/// let json = r#"{"name":"b1","sequence":7,"active":30,"effective_capacity":120.0,
+///                "headroom":90.0,"age_ms":40,"draining":false,"weight_percent":75}"#;
+/// let report: BackendLoad = serde_json::from_str(json).unwrap();
+/// assert_eq!((report.sequence, report.active, report.age_ms), (7, 30, 40));
+/// assert_eq!(report, BackendLoad::new(7, 30, 120.0).with_age_ms(40));
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct BackendLoad {
+    /// Increases with every report the backend takes; a repeated one is not news.
+    pub sequence: u64,
+    /// Open sessions.
+    pub active: u64,
+    /// Sessions the backend can hold by its next report.
+    pub effective_capacity: f64,
+    /// `effective_capacity − active`, as the backend computed it.
+    pub headroom: f64,
+    /// How old the report was when it was served, in milliseconds (0 if absent).
+    #[serde(default)]
+    pub age_ms: u64,
+    /// The backend is shutting down and wants no new work.
+    #[serde(default)]
+    pub draining: bool,
+}
+
+impl BackendLoad {
+    /// A fresh report (age 0, not draining) with `headroom = effective_capacity − active`:
+    /// for sources other than `/load` (an ORCA stream, a test).
+    pub fn new(sequence: u64, active: u64, effective_capacity: f64) -> Self {
+        BackendLoad {
+            sequence,
+            active,
+            effective_capacity,
+            headroom: effective_capacity - active as f64,
+            age_ms: 0,
+            draining: false,
+        }
+    }
+
+    /// The same report, `age_ms` old when served.
+    pub fn with_age_ms(mut self, age_ms: u64) -> Self {
+        self.age_ms = age_ms;
+        self
+    }
+
+    /// The same report, from a draining backend.
+    pub fn draining(mut self) -> Self {
+        self.draining = true;
+        self
+    }
+}
+
+/// Which number of a [`BackendLoad`] a [`LoadFeed`](crate::LoadFeed) routes on. A draining
+/// backend reads as infinitely loaded under either.
+///
+/// ```
+/// use livecount_tower::{BackendLoad, Metric};
+///
+/// let report = BackendLoad::new(1, 30, 120.0);
+/// assert_eq!(Metric::Active.of(&report), 30.0);
+/// assert_eq!(Metric::Occupancy.of(&report), 0.25); // 1 − 90 / 120
+/// assert_eq!(Metric::Occupancy.of(&report.draining()), f64::INFINITY);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Metric {
+    /// Open sessions: right when every backend has the same capacity.
+    Active,
+    /// `1 − headroom ÷ effective_capacity`, the share of capacity in use (above 1 when over
+    /// capacity; infinite with no capacity): right across backends of different sizes.
+    #[default]
+    Occupancy,
+}
+
+impl Metric {
+    /// The metric of `report`: finite and non-negative, or `f64::INFINITY` (draining, no
+    /// capacity, or a value that is not a number).
+    pub fn of(self, report: &BackendLoad) -> f64 {
+        if report.draining {
+            return f64::INFINITY;
+        }
+        let value = match self {
+            Metric::Active => report.active as f64,
+            Metric::Occupancy if report.effective_capacity > 0.0 => {
+                1.0 - report.headroom / report.effective_capacity
+            }
+            Metric::Occupancy => f64::INFINITY,
+        };
+        // Checked before `max`, which would turn a NaN into 0: free capacity.
+        if value.is_finite() {
+            value.max(0.0)
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn occupancy_is_never_nan_nor_negative() {
+        let zero = BackendLoad::new(1, 0, 0.0);
+        assert_eq!(Metric::Occupancy.of(&zero), f64::INFINITY);
+        let nan = BackendLoad {
+            headroom: f64::NAN,
+            ..BackendLoad::new(1, 0, 10.0)
+        };
+        assert_eq!(Metric::Occupancy.of(&nan), f64::INFINITY);
+        let odd = BackendLoad {
+            headroom: 50.0,
+            ..BackendLoad::new(1, 0, 10.0)
+        };
+        assert_eq!(Metric::Occupancy.of(&odd), 0.0);
+        let over = BackendLoad::new(1, 15, 10.0);
+        assert_eq!(Metric::Occupancy.of(&over), 1.5);
+    }
+}

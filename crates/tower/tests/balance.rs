@@ -1,0 +1,197 @@
+//! A tower p2c balancer over `SessionLoad` services fed by real `/load` servers on loopback
+//! routes new work on the backends' reports: to the less loaded one, following the reports
+//! as they change, and never to a backend whose report is stale or missing.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use livecount_tower::{HttpLoadSource, LoadFeed, Metric, SessionLoad};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tower::balance::p2c::Balance;
+use tower::discover::ServiceList;
+use tower::util::ServiceFn;
+use tower::{Service, ServiceExt};
+
+const PERIOD: Duration = Duration::from_millis(50);
+const MAX_AGE: Duration = Duration::from_secs(2);
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A report in the agent's `/load` format (every field, as the agent serves it).
+fn report(sequence: u64, active: u64, age_ms: u64) -> Value {
+    let capacity = 100.0;
+    json!({
+        "name": "backend", "sequence": sequence, "taken_at_unix_ms": 1_764_000_000_000u64,
+        "active": active, "listening": active, "generating": 0, "started": active, "ended": 0,
+        "ended_by_reason": {"completed": 0}, "rejected": 0, "pretend_qps": active as f64 / 10.0,
+        "utilisation": 0.1, "raw_utilisation": 0.1, "effective_capacity": capacity,
+        "headroom": capacity - active as f64, "weight_percent": 50, "draining": false,
+        "age_ms": age_ms,
+    })
+}
+
+/// A tiny backend serving, at `/load`, a report of the `(active, age_ms)` its cell holds,
+/// with a new sequence number each time (as the agent's reporter takes a new one each
+/// interval).
+struct Backend {
+    addr: SocketAddr,
+    load: Arc<Mutex<(u64, u64)>>,
+    task: JoinHandle<()>,
+}
+
+impl Backend {
+    async fn start(active: u64, age_ms: u64) -> Backend {
+        let load = Arc::new(Mutex::new((active, age_ms)));
+        let cell = Arc::clone(&load);
+        let sequence = Arc::new(AtomicU64::new(1));
+        let app = Router::new().route(
+            "/load",
+            get(move || {
+                let (active, age_ms) = *cell.lock().unwrap();
+                let value = report(sequence.fetch_add(1, Ordering::Relaxed), active, age_ms);
+                async move { axum::Json(value) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Backend { addr, load, task }
+    }
+
+    fn feed(&self) -> LoadFeed {
+        feed(self.addr)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn feed(addr: SocketAddr) -> LoadFeed {
+    LoadFeed::spawn(
+        HttpLoadSource::new(addr, PERIOD),
+        Metric::Occupancy,
+        MAX_AGE,
+    )
+}
+
+type Ready = std::future::Ready<Result<&'static str, Infallible>>;
+
+/// A client service to backend `name`: answers its name, loaded as `feed` reads.
+fn named(name: &'static str, feed: LoadFeed) -> SessionLoad<ServiceFn<impl FnMut(()) -> Ready>> {
+    SessionLoad::new(
+        tower::service_fn(move |()| std::future::ready(Ok(name))),
+        feed,
+    )
+}
+
+/// Sends 100 requests through a p2c balancer over `backends`; how many each name got.
+async fn pick_100<S>(backends: Vec<SessionLoad<S>>) -> Vec<(&'static str, usize)>
+where
+    S: Service<(), Response = &'static str, Error = Infallible>,
+{
+    let mut balance = Balance::new(ServiceList::new(backends));
+    let mut counts: Vec<(&'static str, usize)> = Vec::new();
+    for _ in 0..100 {
+        let pick = tokio::time::timeout(WAIT, async {
+            balance.ready().await.unwrap().call(()).await.unwrap()
+        });
+        let name = pick.await.expect("the balancer answers in time");
+        match counts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts
+}
+
+fn count(counts: &[(&str, usize)], name: &str) -> usize {
+    counts
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, c)| *c)
+}
+
+async fn until_known(feeds: &[&LoadFeed]) {
+    let known = tokio::time::timeout(WAIT, async {
+        while !feeds.iter().all(|f| f.load().is_known()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    known.await.expect("every feed has a fresh report in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2c_sends_new_work_to_the_less_loaded_backend_and_follows_the_reports() {
+    let light = Backend::start(10, 5).await;
+    let heavy = Backend::start(90, 5).await;
+    let (light_feed, heavy_feed) = (light.feed(), heavy.feed());
+    until_known(&[&light_feed, &heavy_feed]).await;
+    assert!(light_feed.load() < heavy_feed.load());
+
+    let counts = pick_100(vec![
+        named("light", light_feed.clone()),
+        named("heavy", heavy_feed.clone()),
+    ])
+    .await;
+    assert_eq!(count(&counts, "heavy"), 0, "{counts:?}");
+    assert_eq!(count(&counts, "light"), 100);
+
+    // The backends' sessions change places: so does the traffic.
+    *light.load.lock().unwrap() = (95, 5);
+    *heavy.load.lock().unwrap() = (5, 5);
+    let swapped = tokio::time::timeout(WAIT, async {
+        while light_feed.load() <= heavy_feed.load() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    swapped.await.expect("the new reports arrive in time");
+    let counts = pick_100(vec![named("light", light_feed), named("heavy", heavy_feed)]).await;
+    assert_eq!(count(&counts, "light"), 0, "{counts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_or_missing_report_never_reads_as_free_capacity() {
+    let loaded = Backend::start(90, 5).await;
+    let idle_but_stale = Backend::start(0, 60_000).await;
+    let gone = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap() // nothing listens here once this block ends
+    };
+    let loaded_feed = loaded.feed();
+    until_known(&[&loaded_feed]).await;
+    for (name, other) in [("stale", idle_but_stale.feed()), ("gone", feed(gone))] {
+        // Give the other feed time to poll (and fail to find a fresh report) several times.
+        tokio::time::sleep(PERIOD * 4).await;
+        assert!(!other.load().is_known(), "{name}");
+        let counts = pick_100(vec![
+            named("loaded", loaded_feed.clone()),
+            named(name, other),
+        ])
+        .await;
+        assert_eq!(count(&counts, "loaded"), 100, "{counts:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_stops_reporting_goes_stale_within_max_age() {
+    let backend = Backend::start(10, 5).await;
+    let feed = backend.feed();
+    until_known(&[&feed]).await;
+    drop(backend); // the server stops: polls fail from now on
+    let stale = tokio::time::timeout(WAIT, async {
+        while feed.load().is_known() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    stale
+        .await
+        .expect("stale within max_age (2 s), waited at most 10 s");
+}

@@ -1,0 +1,296 @@
+//! `WebSocketSessions` / `tracked_upgrade` over a real axum server on loopback, with
+//! tokio-tungstenite clients: counted from the upgrade to the handler's end, ended
+//! `Shutdown` with a 1001 close at graceful shutdown, nothing counted for a refused upgrade,
+//! `Failed` for a failed one.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ws::Message;
+use axum::extract::{State, WebSocketUpgrade};
+use axum::response::Response;
+use axum::routing::get;
+use common::settle;
+use futures_util::{SinkExt, StreamExt};
+use http::{Request, StatusCode};
+use livecount_session::{EndReason, SessionTracker};
+use livecount_tower::{WebSocketSessions, tracked_upgrade};
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn echo(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
+    sessions.upgrade(ws, |mut socket, _session| async move {
+        while let Some(message) = socket.recv().await {
+            match message {
+                Ok(Message::Close(_)) => return EndReason::Completed,
+                Ok(message) => {
+                    if socket.send(message).await.is_err() {
+                        return EndReason::Disconnected;
+                    }
+                }
+                Err(_) => return EndReason::Failed,
+            }
+        }
+        EndReason::Disconnected
+    })
+}
+
+async fn refuse(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
+    // Splits the socket (the halves hold it) and fails at the first message.
+    sessions.upgrade(ws, |socket, _session| async move {
+        let (_sink, mut stream) = socket.split();
+        stream.next().await;
+        Err::<(), _>("bad request")
+    })
+}
+
+async fn panic(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
+    sessions.upgrade(ws, |_socket, _session| async move {
+        if true {
+            panic!("a handler bug (this panic is expected by the test)");
+        }
+    })
+}
+
+fn app(tracker: &SessionTracker, shutdown: &CancellationToken) -> Router {
+    let sessions = WebSocketSessions::new(tracker.clone(), shutdown.clone())
+        .close_timeout(Duration::from_secs(2));
+    Router::new()
+        .route("/echo", get(echo))
+        .route("/refuse", get(refuse))
+        .route("/panic", get(panic))
+        .with_state(sessions)
+}
+
+struct Server {
+    addr: SocketAddr,
+    tracker: SessionTracker,
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+async fn serve() -> Server {
+    let tracker = SessionTracker::new();
+    let shutdown = CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = app(&tracker, &shutdown);
+    let graceful = shutdown.clone().cancelled_owned();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(graceful)
+            .await
+            .unwrap();
+    });
+    Server {
+        addr,
+        tracker,
+        shutdown,
+        task,
+    }
+}
+
+type Client =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect(addr: SocketAddr, path: &str) -> Client {
+    let url = format!("ws://{addr}{path}");
+    let (client, response) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
+        .await
+        .expect("connect in time")
+        .expect("upgrade");
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    client
+}
+
+async fn next(client: &mut Client) -> Option<Result<tungstenite::Message, tungstenite::Error>> {
+    tokio::time::timeout(WAIT, client.next())
+        .await
+        .expect("a message in time")
+}
+
+async fn stop(server: Server) {
+    server.shutdown.cancel();
+    tokio::time::timeout(WAIT, server.task)
+        .await
+        .expect("the server stops in time")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_counts_from_the_upgrade_until_its_handler_returns() {
+    let server = serve().await;
+    let mut client = connect(server.addr, "/echo").await;
+    assert_eq!(
+        server.tracker.active(),
+        1,
+        "counted before the 101 reached the client"
+    );
+    client
+        .send(tungstenite::Message::text("ping"))
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut client).await.unwrap().unwrap(),
+        tungstenite::Message::text("ping")
+    );
+    assert_eq!(server.tracker.active(), 1);
+    client.close(None).await.unwrap();
+    while next(&mut client).await.is_some() {}
+    settle(|| server.tracker.active() == 0, "the handler returned").await;
+    common::assert_only(&server.tracker, EndReason::Completed);
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_error_fails_the_session() {
+    let server = serve().await;
+    let mut client = connect(server.addr, "/refuse").await;
+    client.send(tungstenite::Message::text("hi")).await.unwrap();
+    while let Some(Ok(_)) = next(&mut client).await {}
+    settle(|| server.tracker.active() == 0, "the handler failed").await;
+    common::assert_only(&server.tracker, EndReason::Failed);
+    stop(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_ends_upgraded_sessions_with_a_going_away_close() {
+    const CLIENTS: u64 = 4;
+    let server = serve().await;
+    let mut clients = Vec::new();
+    for i in 0..CLIENTS {
+        // Half of them on a handler that holds the socket split in two halves.
+        clients.push(connect(server.addr, if i % 2 == 0 { "/echo" } else { "/refuse" }).await);
+    }
+    assert_eq!(server.tracker.active(), CLIENTS);
+    server.shutdown.cancel();
+    for client in &mut clients {
+        match next(client).await {
+            Some(Ok(tungstenite::Message::Close(Some(frame)))) => {
+                assert_eq!(frame.code, CloseCode::Away);
+            }
+            other => panic!("expected a 1001 close, got {other:?}"),
+        }
+    }
+    let s = server.tracker.snapshot();
+    assert_eq!((s.started, s.ended, s.active), (CLIENTS, CLIENTS, 0));
+    assert_eq!(s.ended_by(EndReason::Shutdown), CLIENTS);
+    tokio::time::timeout(WAIT, server.task)
+        .await
+        .expect("axum's graceful shutdown finishes")
+        .unwrap();
+}
+
+fn upgrade_request(path: &str) -> Request<axum::body::Body> {
+    Request::get(path)
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .body(axum::body::Body::empty())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_refused_upgrade_counts_nothing() {
+    let tracker = SessionTracker::new();
+    let router = app(&tracker, &CancellationToken::new());
+    let plain = Request::get("/echo")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = router.clone().oneshot(plain).await.unwrap();
+    assert!(response.status().is_client_error(), "{}", response.status());
+    // Upgrade headers, but a connection that cannot be upgraded (no hyper behind it).
+    let response = router.oneshot(upgrade_request("/echo")).await.unwrap();
+    assert!(response.status().is_client_error(), "{}", response.status());
+    assert_eq!(tracker.snapshot().started, 0);
+}
+
+#[tokio::test]
+async fn a_failed_upgrade_ends_the_session_it_started_failed() {
+    let tracker = SessionTracker::new();
+    let router = app(&tracker, &CancellationToken::new());
+    let mut request = upgrade_request("/echo");
+    // An upgrade hyper will never complete: its future fails at once.
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    request.extensions_mut().insert(on_upgrade);
+    let response = router.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    settle(|| tracker.active() == 0, "the failed upgrade ended it").await;
+    common::assert_only(&tracker, EndReason::Failed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracked_upgrade_is_the_same_in_one_call() {
+    let tracker: SessionTracker = SessionTracker::new();
+    let shutdown = CancellationToken::new();
+    let state = (tracker.clone(), shutdown.clone());
+    let router = Router::new()
+        .route(
+            "/once",
+            get(
+                |ws: WebSocketUpgrade, State((tracker, shutdown)): State<(SessionTracker, CancellationToken)>| async move {
+                    tracked_upgrade(ws, &tracker, shutdown, |mut socket, _| async move {
+                        let _ = socket.recv().await;
+                    })
+                },
+            ),
+        )
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let graceful = shutdown.clone().cancelled_owned();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(graceful)
+            .await
+            .unwrap();
+    });
+    let mut client = connect(addr, "/once").await;
+    client
+        .send(tungstenite::Message::text("one"))
+        .await
+        .unwrap();
+    while let Some(Ok(_)) = next(&mut client).await {}
+    settle(|| tracker.active() == 0, "the handler returned").await;
+    common::assert_only(&tracker, EndReason::Completed);
+    stop(Server {
+        addr,
+        tracker,
+        shutdown,
+        task,
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_panics_fails_the_session() {
+    let server = serve().await;
+    let mut client = connect(server.addr, "/panic").await;
+    while let Some(Ok(_)) = next(&mut client).await {}
+    settle(|| server.tracker.active() == 0, "the task unwound").await;
+    common::assert_only(&server.tracker, EndReason::Failed);
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn no_upgrade_is_counted_once_shutdown_began() {
+    let tracker = SessionTracker::new();
+    let shutdown = CancellationToken::new();
+    let router = app(&tracker, &shutdown);
+    shutdown.cancel();
+    let mut request = upgrade_request("/echo");
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    request.extensions_mut().insert(on_upgrade);
+    let response = router.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(tracker.snapshot().started, 0);
+}
