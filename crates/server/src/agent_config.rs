@@ -75,6 +75,16 @@ const MAX_SAFETY_SCALER: f64 = 1000.0;
 ///
 /// Each value is checked as it is parsed, so an error names its flag (clap's usage error,
 /// exit code 2); [`ServeArgs::into_config`] turns the flags into an [`AgentConfig`].
+///
+/// ```
+/// use clap::Parser;
+/// use livecount_server::ServeArgs;
+///
+/// let args = ServeArgs::try_parse_from(["serve", "--drain-secs", "5"]).unwrap();
+/// assert_eq!(args.into_config().unwrap().drain.as_secs(), 5);
+/// let error = ServeArgs::try_parse_from(["serve", "--drain-secs", "1e19"]).unwrap_err();
+/// assert!(error.to_string().contains("'--drain-secs <S>'"));
+/// ```
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "serve",
