@@ -29,7 +29,9 @@ const MIN_BUDGET_SECS: f64 = 0.1;
     bin_name = "cargo run --release --",
     about = "livecount-picker: measures every counter on this machine for the workload you \
              describe and recommends the one to import.",
-    long_about = None
+    long_about = None,
+    // As before clap: a repeated flag overrides the earlier one (scripts append overrides).
+    args_override_self = true
 )]
 struct Cli {
     /// Fewer points, 20 s budget
@@ -523,6 +525,11 @@ mod tests {
             (Duration::from_secs(60), machine::cores())
         );
         assert!(o.progress && !parse("--no-progress").unwrap().progress);
+        assert_eq!(
+            parse("--threads 2 --threads 3").unwrap().threads,
+            3,
+            "the last one wins"
+        );
         for (bad, says) in [
             ("--threads", "'--threads "),
             ("--threads zero", "'--threads "),

@@ -90,7 +90,9 @@ const MAX_SAFETY_SCALER: f64 = 1000.0;
     name = "serve",
     bin_name = "livecount-agent serve",
     about = "Serve WebSocket (and gRPC) sessions and report load; SIGTERM or ctrl-c drains",
-    long_about = None
+    long_about = None,
+    // As before clap: a repeated flag overrides the earlier one (scripts append overrides).
+    args_override_self = true
 )]
 pub struct ServeArgs {
     /// WebSocket /session, /metrics and /load
@@ -313,6 +315,9 @@ mod tests {
         assert_eq!(c.grpc.map(|a| a.port()), Some(10));
         assert_eq!(c.work, Duration::from_millis(5));
         assert_eq!(c.capacity.window(), Duration::from_millis(500));
+        // A repeated flag overrides the earlier one, as the test helpers and scripts expect.
+        let c = AgentConfig::from_args(&args("--report-secs 0.2 --report-secs 2")).unwrap();
+        assert_eq!(c.report_interval, Duration::from_secs(2));
     }
 
     #[test]

@@ -34,7 +34,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
     bin_name = "livecount-agent drive",
     about = "Open sessions through a balancer or agent, print the outcome as JSON; \
              exit 1 if not one session opened",
-    long_about = None
+    long_about = None,
+    // As before clap: a repeated flag overrides the earlier one (scripts append overrides).
+    args_override_self = true
 )]
 pub struct DriveConfig {
     /// `HOST:PORT` of the balancer or agent: sessions open at ws://HOST:PORT/session
@@ -307,6 +309,12 @@ mod tests {
         );
         assert_eq!(c.speak_every, Duration::from_secs(1));
         assert_eq!((c.interrupt_share, c.kill_share), (0.1, 0.2));
+        let c = parse("--target a:1 --sessions 3 --target b:2 --sessions 4").unwrap();
+        assert_eq!(
+            (c.target.as_str(), c.sessions),
+            ("b:2", 4),
+            "the last one wins"
+        );
     }
 
     /// Values that used to be clamped, wrapped or allocated until abort are refused by name.

@@ -345,12 +345,13 @@ fn drive_succeeds_against_a_live_agent() {
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("an address in {banner}"))
         .to_owned();
+    // `--sessions` twice: the last one wins, as with the parser before clap.
     let r = run(&[
         "drive",
         "--target",
         &addr,
         "--sessions",
-        "2",
+        "5",
         "--ramp-secs",
         "0",
         "--hold-secs",
@@ -359,6 +360,8 @@ fn drive_succeeds_against_a_live_agent() {
         "0.05",
         "--kill-share",
         "0",
+        "--sessions",
+        "2",
     ]);
     assert!(r.status.success(), "{r:?}");
     assert!(r.stdout.contains(r#""opened":2"#), "{r:?}");

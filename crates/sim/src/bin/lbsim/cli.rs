@@ -35,6 +35,8 @@ pub(crate) enum Command {
 
 /// Options of `lbsim run`.
 #[derive(Debug, Clone, Args)]
+// As before clap: a repeated flag overrides the earlier one (`--policy` accumulates).
+#[command(args_override_self = true)]
 pub(crate) struct RunOptions {
     /// A .toml path or a bundled scenario name
     #[arg(value_name = "SCENARIO")]
@@ -85,6 +87,10 @@ mod tests {
             panic!("run parses as Run");
         };
         assert_eq!((o.seed, o.write, o.progress), (None, true, true));
+        let Command::Run(o) = parse("run s --seed 1 --seed 2").unwrap() else {
+            panic!("run parses as Run");
+        };
+        assert_eq!(o.seed, Some(2), "the last one wins");
         assert!(o.policies.is_empty());
     }
 
