@@ -59,7 +59,7 @@ struct Cli {
     #[arg(long = "max-bytes-per-counter", value_name = "B", allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_bytes: Option<u64>,
-    /// Where to write results [default: results/<machine-label>]
+    /// Where to write results [default: results/MACHINE-LABEL]
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Machine label [default: CPU model and cores]

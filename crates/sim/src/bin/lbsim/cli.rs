@@ -19,7 +19,7 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run a scenario through routing policies; results go to results/sim/<scenario>/
+    /// Run a scenario through routing policies; results go to results/sim/SCENARIO/
     Run(RunOptions),
     /// Validate scenario files
     Check {
@@ -52,7 +52,7 @@ pub(crate) struct RunOptions {
     /// Seed, overriding the scenario's: a whole number 0..=18446744073709551615
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) seed: Option<u64>,
-    /// Where to write the results [default: results/sim/<scenario>]
+    /// Where to write the results [default: results/sim/SCENARIO]
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
     /// Print the comparison only, write no files
