@@ -4,20 +4,15 @@
 //!     cargo run --release -- --help
 
 use livecount_benches::alloc::CountingAlloc;
-use livecount_benches::picker::{self, Options, USAGE};
+use livecount_benches::picker::{self, Options};
 
 // Counts heap bytes for the memory workload only; off (one Relaxed load) otherwise.
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
 fn main() {
-    let opts = match Options::parse(std::env::args().skip(1)) {
-        Ok(opts) => opts,
-        Err(e) => {
-            eprintln!("error: {e}\n\n{USAGE}");
-            std::process::exit(2);
-        }
-    };
+    // `--help` prints and exits 0; a bad value prints an error naming its flag and exits 2.
+    let opts = Options::parse(std::env::args().skip(1)).unwrap_or_else(|e| e.exit());
     match picker::main_with(&opts) {
         Ok(out) => print!("{out}"),
         Err(e) => {

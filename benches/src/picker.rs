@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::contender::{self, Contender, Live, LiveName, Tracked, Visit};
@@ -14,28 +15,93 @@ use crate::report;
 use crate::results::{self, Figure, Params, Results};
 use crate::workload::{Reader, Sample};
 
-/// Usage text for `--help` and argument errors.
-pub const USAGE: &str = "\
-livecount-picker: measures every counter on this machine for the workload you describe and
-recommends the one to import.
+/// The most reads per second `--readers-hz` takes.
+const MAX_READERS_HZ: u32 = 1_000_000;
+/// The longest budget: a day (the sweep's deadline is `Instant::now() + budget`).
+const MAX_BUDGET_SECS: f64 = 86_400.0;
+/// The shortest budget: 0.1 s.
+const MIN_BUDGET_SECS: f64 = 0.1;
 
-USAGE: cargo run --release -- [OPTIONS]
+/// The picker's command line: every flag, default, range and help line (clap derive).
+#[derive(Debug, Parser)]
+#[command(
+    name = "livecount-picker",
+    bin_name = "cargo run --release --",
+    about = "livecount-picker: measures every counter on this machine for the workload you \
+             describe and recommends the one to import.",
+    long_about = None,
+    // As before clap: a repeated flag overrides the earlier one (scripts append overrides).
+    args_override_self = true
+)]
+struct Cli {
+    /// Fewer points, 20 s budget
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// Every point, 5 repetitions, 300 s budget
+    #[arg(long)]
+    full: bool,
+    /// Time budget of the sweep, 0.1..=86400 [default: 60; --quick 20, --full 300]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = budget_secs)]
+    budget: Option<f64>,
+    /// Repetitions per point, 3..=1000 [default: 3; --full 5]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u16).range(3..=1000))]
+    reps: Option<u16>,
+    /// Writer threads of your service, 1..=4096 [default: the machine's cores]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u16).range(1..=4096))]
+    threads: Option<u16>,
+    /// How often your service reads the count: 1..=1000000 per second, or `continuous`
+    #[arg(long, value_name = "HZ|continuous", default_value = "10",
+          allow_negative_numbers = true, value_parser = readers_hz)]
+    readers_hz: u32,
+    /// Exclude counters larger than B bytes at --threads threads (B ≥ 1)
+    #[arg(long = "max-bytes-per-counter", value_name = "B", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_bytes: Option<u64>,
+    /// Where to write results [default: results/MACHINE-LABEL]
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Machine label [default: CPU model and cores]
+    #[arg(long, value_name = "NAME")]
+    label: Option<String>,
+    /// After the run, print the new/old ratio per figure
+    #[arg(long, value_name = "OLD.json")]
+    compare: Option<PathBuf>,
+    /// With --compare: compare two files, do not measure
+    #[arg(long, value_name = "NEW.json", requires = "compare")]
+    against: Option<PathBuf>,
+    /// No progress bar
+    #[arg(long = "no-progress", action = clap::ArgAction::SetFalse)]
+    progress: bool,
+    /// `cargo bench` passes `--bench` to every target; accepted and ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
 
-OPTIONS:
-  --quick                     fewer points, 20 s budget
-  --full                      every point, 5 repetitions, 300 s budget
-  --budget SECONDS            time budget of the sweep (default 60)
-  --reps N                    repetitions per point, at least 3 (default 3, --full 5)
-  --threads N                 writer threads of your service (default: cores)
-  --readers-hz HZ|continuous  how often your service reads the count (default 10)
-  --max-bytes-per-counter B   exclude counters larger than B bytes at --threads threads
-  --out DIR                   where to write results (default results/<machine-label>)
-  --label NAME                machine label (default: CPU model and cores)
-  --compare OLD.json          after the run, print new/old ratio per figure
-  --against NEW.json          with --compare: compare two files, do not measure
-  --no-progress               no progress bar
-  -h, --help                  this text
-";
+fn budget_secs(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if (MIN_BUDGET_SECS..=MAX_BUDGET_SECS).contains(&s) => Ok(s),
+        Ok(s) if s.is_finite() => Err(format!(
+            "{} s is out of range (allowed {MIN_BUDGET_SECS}..={MAX_BUDGET_SECS} s)",
+            text.trim()
+        )),
+        _ => Err("expected a finite number of seconds".into()),
+    }
+}
+
+/// Reads per second, `continuous` as 0.
+fn readers_hz(text: &str) -> Result<u32, String> {
+    if text == "continuous" {
+        return Ok(0);
+    }
+    match text.parse::<u32>() {
+        Ok(hz) if (1..=MAX_READERS_HZ).contains(&hz) => Ok(hz),
+        _ => Err(format!(
+            "expected reads per second 1..={MAX_READERS_HZ}, or `continuous`"
+        )),
+    }
+}
 
 /// Parsed command line.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,101 +128,38 @@ pub struct Options {
     pub against: Option<PathBuf>,
     /// Show a progress bar.
     pub progress: bool,
-    /// Print usage and exit.
-    pub help: bool,
-}
-
-fn value<T: std::str::FromStr>(flag: &str, v: Option<String>, what: &str) -> Result<T, String> {
-    let v = v.ok_or_else(|| format!("{flag} needs a value ({what})"))?;
-    v.parse()
-        .map_err(|_| format!("{flag} {v:?}: expected {what}"))
 }
 
 impl Options {
-    /// Parses arguments (without the program name).
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
-        let mut args = args.into_iter();
-        let (mut quick, mut full) = (false, false);
-        let (mut budget, mut reps) = (None::<f64>, None::<usize>);
-        let mut o = Options {
-            mode: Mode::Default,
-            budget: Duration::ZERO,
-            reps: 3,
-            threads: machine::cores(),
-            readers_hz: 10,
-            max_bytes: None,
-            out: None,
-            label: None,
-            compare: None,
-            against: None,
-            progress: true,
-            help: false,
+    /// Parses arguments (without the program name). `--help` and every bad value are
+    /// [`clap::Error`]s (print with `exit()`: help exits 0, a usage error 2 naming its flag).
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, clap::Error> {
+        let argv = std::iter::once("livecount-picker".to_owned()).chain(args);
+        let cli = Cli::try_parse_from(argv)?;
+        let mode = match (cli.quick, cli.full) {
+            (true, _) => Mode::Quick,
+            (_, true) => Mode::Full,
+            _ => Mode::Default,
         };
-        while let Some(a) = args.next() {
-            match a.as_str() {
-                "--quick" => quick = true,
-                "--full" => full = true,
-                "--budget" => budget = Some(value(&a, args.next(), "seconds, e.g. 30")?),
-                "--reps" => reps = Some(value(&a, args.next(), "a whole number ≥ 3")?),
-                "--threads" => o.threads = value(&a, args.next(), "a whole number ≥ 1")?,
-                "--readers-hz" => {
-                    o.readers_hz = match args.next().as_deref() {
-                        Some("continuous") => 0,
-                        v => value(
-                            &a,
-                            v.map(str::to_owned),
-                            "reads per second ≥ 1, or `continuous`",
-                        )?,
-                    }
-                }
-                "--max-bytes-per-counter" => o.max_bytes = Some(value(&a, args.next(), "bytes")?),
-                "--out" => o.out = Some(value(&a, args.next(), "a directory")?),
-                "--label" => o.label = Some(value(&a, args.next(), "a name")?),
-                "--compare" => o.compare = Some(value(&a, args.next(), "a results.json")?),
-                "--against" => o.against = Some(value(&a, args.next(), "a results.json")?),
-                "--no-progress" => o.progress = false,
-                "-h" | "--help" => o.help = true,
-                // `cargo bench` passes `--bench` to every target; accept it quietly.
-                "--bench" => {}
-                other => return Err(format!("unknown argument {other:?}")),
-            }
-        }
-        if quick && full {
-            return Err("--quick and --full exclude each other".into());
-        }
-        o.mode = if quick {
-            Mode::Quick
-        } else if full {
-            Mode::Full
-        } else {
-            Mode::Default
-        };
-        let default_budget = match o.mode {
+        let default_budget = match mode {
             Mode::Quick => 20.0,
             Mode::Default => 60.0,
             Mode::Full => 300.0,
         };
-        let budget = budget.unwrap_or(default_budget);
-        if !(budget.is_finite() && budget > 0.0) {
-            return Err(format!(
-                "--budget {budget}: expected a positive number of seconds"
-            ));
-        }
-        o.budget = Duration::from_secs_f64(budget);
-        o.reps = reps.unwrap_or(if o.mode == Mode::Full { 5 } else { 3 });
-        if o.reps < 3 {
-            return Err(format!(
-                "--reps {}: every point is repeated at least 3 times",
-                o.reps
-            ));
-        }
-        if o.threads == 0 || o.threads > 4096 {
-            return Err(format!("--threads {}: expected 1..=4096", o.threads));
-        }
-        if o.against.is_some() && o.compare.is_none() {
-            return Err("--against needs --compare OLD.json".into());
-        }
-        Ok(o)
+        let default_reps = if mode == Mode::Full { 5 } else { 3 };
+        Ok(Options {
+            mode,
+            budget: Duration::from_secs_f64(cli.budget.unwrap_or(default_budget)),
+            reps: cli.reps.map_or(default_reps, usize::from),
+            threads: cli.threads.map_or_else(machine::cores, usize::from),
+            readers_hz: cli.readers_hz,
+            max_bytes: cli.max_bytes,
+            out: cli.out,
+            label: cli.label,
+            compare: cli.compare,
+            against: cli.against,
+            progress: cli.progress,
+        })
     }
 
     fn reader(&self) -> Reader {
@@ -170,9 +173,6 @@ impl Options {
 
 /// Runs the picker with `opts`; returns what to print, or an error message.
 pub fn main_with(opts: &Options) -> Result<String, String> {
-    if opts.help {
-        return Ok(USAGE.to_owned());
-    }
     if let (Some(old), Some(new)) = (&opts.compare, &opts.against) {
         let (old, new) = (load(old)?, load(new)?);
         return Ok(report::compare_table(&report::compare(
@@ -504,7 +504,7 @@ mod tests {
     use super::*;
 
     fn parse(s: &str) -> Result<Options, String> {
-        Options::parse(s.split_whitespace().map(str::to_owned))
+        Options::parse(s.split_whitespace().map(str::to_owned)).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -516,20 +516,54 @@ mod tests {
             (Mode::Quick, 8, 0, Some(4096))
         );
         assert_eq!(o.budget, Duration::from_secs(20));
-        assert_eq!(parse("--full").unwrap().reps, 5);
+        let full = parse("--full --bench").unwrap();
+        assert_eq!((full.reps, full.budget), (5, Duration::from_secs(300)));
+        let o = parse("").unwrap();
+        assert_eq!((o.mode, o.reps, o.readers_hz), (Mode::Default, 3, 10));
+        assert_eq!(
+            (o.budget, o.threads),
+            (Duration::from_secs(60), machine::cores())
+        );
+        assert!(o.progress && !parse("--no-progress").unwrap().progress);
+        assert_eq!(
+            parse("--threads 2 --threads 3").unwrap().threads,
+            3,
+            "the last one wins"
+        );
         for (bad, says) in [
-            ("--threads", "needs a value"),
-            ("--threads zero", "expected a whole number"),
+            ("--threads", "'--threads "),
+            ("--threads zero", "'--threads "),
             ("--threads 0", "1..=4096"),
-            ("--quick --full", "exclude each other"),
-            ("--reps 2", "at least 3"),
-            ("--budget -1", "positive"),
+            ("--threads 4097", "'--threads "),
+            ("--threads -1", "'--threads "),
+            ("--quick --full", "cannot be used with"),
+            ("--reps 2", "'--reps "),
+            ("--reps 1e9", "'--reps "),
+            ("--budget -1", "'--budget "),
+            ("--budget 0", "'--budget "),
+            ("--budget 1e19", "'--budget "),
+            ("--budget NaN", "'--budget "),
             ("--readers-hz fast", "continuous"),
-            ("--frobnicate", "unknown argument"),
-            ("--against x.json", "needs --compare"),
+            ("--readers-hz 0", "'--readers-hz "),
+            ("--readers-hz 1e7", "'--readers-hz "),
+            ("--max-bytes-per-counter 0", "'--max-bytes-per-counter "),
+            ("--frobnicate", "'--frobnicate'"),
+            ("stray", "'stray'"),
+            ("--against x.json", "--compare"),
         ] {
             let err = parse(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn help_is_help() {
+        let e = Options::parse(["--help".to_owned()]).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.exit_code()),
+            (clap::error::ErrorKind::DisplayHelp, 0)
+        );
+        let e = Options::parse(["--threads".to_owned(), "0".to_owned()]).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "a usage error");
     }
 }

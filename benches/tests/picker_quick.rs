@@ -113,9 +113,9 @@ fn bad_arguments_fail_clearly() {
     for (args, says) in [
         (
             &["--threads", "none"][..],
-            "--threads \"none\": expected a whole number",
+            "invalid value 'none' for '--threads <N>'",
         ),
-        (&["--quick", "--full"][..], "exclude each other"),
+        (&["--quick", "--full"][..], "cannot be used with"),
         (
             &[
                 "--compare",

@@ -277,17 +277,17 @@ fn background_load(share: f64, stop: Arc<AtomicBool>) {
 impl RunningAgent {
     /// Binds every listener and starts serving.
     pub async fn start(config: AgentConfig) -> std::io::Result<Self> {
-        let http = TcpListener::bind(config.http).await?;
+        let http = crate::agent_config::listen("--http", config.http).await?;
         let metrics = match config.metrics {
-            Some(addr) => Some(TcpListener::bind(addr).await?),
+            Some(addr) => Some(crate::agent_config::listen("--metrics", addr).await?),
             None => None,
         };
         let check = match config.agent_check {
-            Some(addr) => Some(TcpListener::bind(addr).await?),
+            Some(addr) => Some(crate::agent_config::listen("--agent-check", addr).await?),
             None => None,
         };
         let grpc = match config.grpc {
-            Some(addr) => Some(TcpListener::bind(addr).await?),
+            Some(addr) => Some(crate::agent_config::listen("--grpc", addr).await?),
             None => None,
         };
         let board = LoadBoard::new(&config.name, config.capacity, config.cores);

@@ -1,9 +1,12 @@
-//! The agent's settings, from the command line, each with a default and a range check.
+//! The agent's settings: `livecount-agent serve`'s flags ([`ServeArgs`], parsed by clap, the
+//! one source of every default, range and help line) and what they mean ([`AgentConfig`]).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use livecount_capacity::{CapacityConfig, ConfigError};
+use clap::{CommandFactory, Parser};
+use livecount_capacity::CapacityConfig;
+use tokio::net::TcpListener;
 
 /// Everything `livecount-agent serve` can be told.
 #[derive(Debug, Clone)]
@@ -44,115 +47,252 @@ pub struct AgentConfig {
     pub capacity: CapacityConfig,
 }
 
-impl Default for AgentConfig {
-    fn default() -> Self {
-        let ten = Duration::from_secs(10);
-        Self {
-            http: "127.0.0.1:8080".parse().expect("a valid address"),
-            metrics: None,
-            agent_check: None,
-            grpc: None,
-            name: "agent".into(),
-            max_sessions: 1000,
-            max_session: Duration::from_secs(20 * 60),
-            idle_timeout: Duration::from_secs(60),
-            max_frame_bytes: 16 * 1024,
-            work: Duration::ZERO,
-            chunk_gap: Duration::from_millis(20),
-            background_load: 0.0,
-            cores: std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64),
-            report_interval: Duration::from_secs(1),
-            drain: Duration::from_secs(2),
-            capacity: CapacityConfig::new(0.8, 2.0, ten, ten).expect("valid defaults"),
-        }
+/// The longest duration any flag takes: a week. A deadline computed from a flag
+/// (`Instant::now() + d`) therefore cannot overflow.
+pub(crate) const MAX_SECS: f64 = 7.0 * 24.0 * 3600.0;
+/// The shortest session length or idle timeout: 1 ms (zero would end every session at once).
+const MIN_TIMEOUT_SECS: f64 = 0.001;
+/// The shortest report interval: faster reports would only burn CPU.
+const MIN_REPORT_SECS: f64 = 0.05;
+/// The longest report interval (and capacity window): an hour.
+const MAX_REPORT_SECS: f64 = 3600.0;
+/// The most sessions one agent admits.
+const MAX_SESSIONS: u64 = 1_000_000;
+/// The smallest frame limit: the protocol's messages need a few dozen bytes.
+const MIN_FRAME_BYTES: u64 = 64;
+/// The largest frame limit: 64 MiB.
+const MAX_FRAME_BYTES: u64 = 64 << 20;
+/// The most CPU burned per chunk: 10 s.
+const MAX_WORK_MS: u64 = 10_000;
+/// The longest pause between chunks: a minute.
+const MAX_CHUNK_GAP_MS: u64 = 60_000;
+/// The most cores utilisation may be measured against.
+const MAX_CORES: f64 = 4096.0;
+/// The largest capacity safety scaler.
+const MAX_SAFETY_SCALER: f64 = 1000.0;
+
+/// `livecount-agent serve`'s flags: every default, range and help line in one place.
+///
+/// Each value is checked as it is parsed, so an error names its flag (clap's usage error,
+/// exit code 2); [`ServeArgs::into_config`] turns the flags into an [`AgentConfig`].
+///
+/// ```
+/// use clap::Parser;
+/// use livecount_server::ServeArgs;
+///
+/// let args = ServeArgs::try_parse_from(["serve", "--drain-secs", "5"]).unwrap();
+/// assert_eq!(args.into_config().unwrap().drain.as_secs(), 5);
+/// let error = ServeArgs::try_parse_from(["serve", "--drain-secs", "1e19"]).unwrap_err();
+/// assert!(error.to_string().contains("'--drain-secs <S>'"));
+/// ```
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "serve",
+    bin_name = "livecount-agent serve",
+    about = "Serve WebSocket (and gRPC) sessions and report load; SIGTERM or ctrl-c drains",
+    long_about = None,
+    // As before clap: a repeated flag overrides the earlier one (scripts append overrides).
+    args_override_self = true
+)]
+pub struct ServeArgs {
+    /// WebSocket /session, /metrics and /load
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    http: SocketAddr,
+    /// /metrics and /load also on a separate scrape address [default: off]
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// HAProxy agent-check responder [default: off]
+    #[arg(long, value_name = "ADDR")]
+    agent_check: Option<SocketAddr>,
+    /// gRPC sessions (Agent/Converse) and ORCA load reports [default: off]
+    #[arg(long, value_name = "ADDR")]
+    grpc: Option<SocketAddr>,
+    /// Backend name in logs and /load
+    #[arg(long, value_name = "NAME", default_value = "agent")]
+    name: String,
+    /// Refuse sessions above N with HTTP 503 (gRPC RESOURCE_EXHAUSTED), 1..=1000000
+    #[arg(long, value_name = "N", default_value = "1000", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SESSIONS))]
+    max_sessions: u64,
+    /// End sessions after S seconds, TimedOut; 0.001..=604800 (a week)
+    #[arg(long = "max-session-secs", value_name = "S", default_value = "1200",
+          allow_negative_numbers = true, value_parser = seconds(MIN_TIMEOUT_SECS, MAX_SECS))]
+    max_session: Duration,
+    /// End sessions silent for S seconds; 0.001..=604800 (a week)
+    #[arg(long = "idle-timeout-secs", value_name = "S", default_value = "60",
+          allow_negative_numbers = true, value_parser = seconds(MIN_TIMEOUT_SECS, MAX_SECS))]
+    idle_timeout: Duration,
+    /// Close sessions sending a message above B bytes (WebSocket 1009), 64..=67108864
+    #[arg(long, value_name = "B", default_value = "16384", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(MIN_FRAME_BYTES..=MAX_FRAME_BYTES))]
+    max_frame_bytes: u64,
+    /// CPU burned per response chunk, milliseconds, 0..=10000
+    #[arg(long, value_name = "MS", default_value = "0", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(..=MAX_WORK_MS))]
+    work_ms: u64,
+    /// Pause between response chunks, milliseconds, 0..=60000
+    #[arg(long, value_name = "MS", default_value = "20", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(..=MAX_CHUNK_GAP_MS))]
+    chunk_gap_ms: u64,
+    /// Burn this share of one core in a background thread, 0..=1
+    #[arg(long, value_name = "F", default_value = "0", allow_negative_numbers = true,
+          value_parser = share)]
+    background_load: f64,
+    /// Cores utilisation is measured against, (0, 4096] [default: the CPUs this process may use]
+    #[arg(long, value_name = "C", allow_negative_numbers = true, value_parser = cores)]
+    cores: Option<f64>,
+    /// Load report interval and capacity window, seconds, 0.05..=3600
+    #[arg(long = "report-secs", value_name = "S", default_value = "1",
+          allow_negative_numbers = true, value_parser = seconds(MIN_REPORT_SECS, MAX_REPORT_SECS))]
+    report_interval: Duration,
+    /// Grace period for open sessions on shutdown, seconds, 0..=604800 (a week)
+    #[arg(long = "drain-secs", value_name = "S", default_value = "2",
+          allow_negative_numbers = true, value_parser = seconds(0.0, MAX_SECS))]
+    drain: Duration,
+    /// Capacity model's target utilisation, (0, 1]
+    #[arg(long, value_name = "U", default_value = "0.8", allow_negative_numbers = true,
+          value_parser = target_utilisation)]
+    target: f64,
+    /// Capacity model's safety scaler, 1..=1000
+    #[arg(long, value_name = "K", default_value = "2", allow_negative_numbers = true,
+          value_parser = safety_scaler)]
+    safety_scaler: f64,
+}
+
+impl ServeArgs {
+    /// The settings these flags describe. Fails only if the capacity model refuses the
+    /// combination, as a clap error so it prints and exits like any other.
+    pub fn into_config(self) -> Result<AgentConfig, clap::Error> {
+        let interval = self.report_interval;
+        let capacity = CapacityConfig::new(self.target, self.safety_scaler, interval, interval)
+            .map_err(|e| {
+                let message = format!("--target/--safety-scaler/--report-secs: {e}");
+                Self::command().error(clap::error::ErrorKind::ValueValidation, message)
+            })?;
+        Ok(AgentConfig {
+            http: self.http,
+            metrics: self.metrics,
+            agent_check: self.agent_check,
+            grpc: self.grpc,
+            name: self.name,
+            max_sessions: self.max_sessions,
+            max_session: self.max_session,
+            idle_timeout: self.idle_timeout,
+            max_frame_bytes: usize::try_from(self.max_frame_bytes).expect("at most 64 MiB"),
+            work: Duration::from_millis(self.work_ms),
+            chunk_gap: Duration::from_millis(self.chunk_gap_ms),
+            background_load: self.background_load,
+            cores: self.cores.unwrap_or_else(available_cores),
+            report_interval: interval,
+            drain: self.drain,
+            capacity,
+        })
     }
 }
 
-/// Usage text of `livecount-agent serve`.
-pub const SERVE_USAGE: &str = "livecount-agent serve [options]
-  --http ADDR              WebSocket /session, /metrics, /load (default 127.0.0.1:8080)
-  --metrics ADDR           /metrics and /load also on a separate scrape address (default off)
-  --agent-check ADDR       HAProxy agent-check responder (default off)
-  --grpc ADDR              gRPC sessions (Agent/Converse) and ORCA load reports (default off)
-  --name NAME              backend name in /load (default agent)
-  --max-sessions N         refuse sessions above N with HTTP 503 (default 1000)
-  --max-session-secs S     end sessions after S seconds, TimedOut (default 1200)
-  --idle-timeout-secs S    end sessions silent for S seconds, Reaped (default 60)
-  --max-frame-bytes B      close with 1009 above B bytes (default 16384)
-  --work-ms MS             CPU burned per response chunk (default 0)
-  --chunk-gap-ms MS        pause between chunks (default 20)
-  --background-load F      burn F of one core in the background, 0..=1 (default 0)
-  --cores C                cores utilisation is measured against (default: CPUs)
-  --report-secs S          load report interval and capacity window (default 1)
-  --drain-secs S           grace period on shutdown (default 2)
-  --target U               capacity target utilisation, (0, 1] (default 0.8)
-  --safety-scaler K        capacity safety scaler, >= 1 (default 2)";
+impl Default for AgentConfig {
+    /// The defaults of `livecount-agent serve` with no flags.
+    fn default() -> Self {
+        Self::from_args(&[]).expect("the defaults are in range")
+    }
+}
 
 impl AgentConfig {
-    /// Parses `serve` options; unknown options and bad values are errors naming the flag.
-    pub fn from_args(args: &[String]) -> Result<Self, String> {
-        let mut c = AgentConfig::default();
-        let (mut target, mut scaler) = (0.8, 2.0);
-        let mut it = args.iter();
-        while let Some(flag) = it.next() {
-            let value = it
-                .next()
-                .ok_or_else(|| format!("{flag} needs a value\n{SERVE_USAGE}"))?;
-            let secs = |v: &str| parse_secs(flag, v);
-            match flag.as_str() {
-                "--http" => c.http = parse(flag, value, "an address like 127.0.0.1:8080")?,
-                "--metrics" => c.metrics = Some(parse(flag, value, "an address")?),
-                "--agent-check" => c.agent_check = Some(parse(flag, value, "an address")?),
-                "--grpc" => c.grpc = Some(parse(flag, value, "an address")?),
-                "--name" => c.name = value.clone(),
-                "--max-sessions" => c.max_sessions = parse(flag, value, "a whole number")?,
-                "--max-session-secs" => c.max_session = secs(value)?,
-                "--idle-timeout-secs" => c.idle_timeout = secs(value)?,
-                "--max-frame-bytes" => c.max_frame_bytes = parse(flag, value, "bytes")?,
-                "--work-ms" => c.work = Duration::from_millis(parse(flag, value, "milliseconds")?),
-                "--chunk-gap-ms" => {
-                    c.chunk_gap = Duration::from_millis(parse(flag, value, "milliseconds")?)
-                }
-                "--background-load" => c.background_load = parse(flag, value, "a share 0..=1")?,
-                "--cores" => c.cores = parse(flag, value, "a number of cores")?,
-                "--report-secs" => c.report_interval = secs(value)?,
-                "--drain-secs" => c.drain = secs(value)?,
-                "--target" => target = parse(flag, value, "a share in (0, 1]")?,
-                "--safety-scaler" => scaler = parse(flag, value, "a number >= 1")?,
-                _ => return Err(format!("unknown option {flag}\n{SERVE_USAGE}")),
-            }
-        }
-        if !(0.0..=1.0).contains(&c.background_load) {
-            return Err(format!(
-                "--background-load {} is out of range (allowed 0..=1)",
-                c.background_load
-            ));
-        }
-        if !(c.cores > 0.0 && c.cores.is_finite()) {
-            return Err(format!("--cores {} is out of range (allowed > 0)", c.cores));
-        }
-        if c.report_interval.is_zero() || c.max_session.is_zero() || c.idle_timeout.is_zero() {
-            return Err(
-                "--report-secs, --max-session-secs and --idle-timeout-secs must be > 0".into(),
-            );
-        }
-        c.capacity = CapacityConfig::new(target, scaler, c.report_interval, c.report_interval)
-            .map_err(|e: ConfigError| format!("capacity: {e}"))?;
-        Ok(c)
+    /// Parses `serve` flags (without `serve` itself) with [`ServeArgs`]; unknown flags,
+    /// stray words and values out of range are errors naming the flag. `--help` is an
+    /// error too, of kind [`clap::error::ErrorKind::DisplayHelp`], whose text is the help.
+    ///
+    /// ```
+    /// use livecount_server::AgentConfig;
+    ///
+    /// let args = ["--max-sessions".to_string(), "0".to_string()];
+    /// let error = AgentConfig::from_args(&args).unwrap_err();
+    /// assert!(error.to_string().contains("--max-sessions"));
+    /// ```
+    pub fn from_args(args: &[String]) -> Result<Self, clap::Error> {
+        let argv = std::iter::once("serve").chain(args.iter().map(String::as_str));
+        ServeArgs::try_parse_from(argv)?.into_config()
     }
 }
 
-fn parse<T: std::str::FromStr>(flag: &str, value: &str, what: &str) -> Result<T, String> {
-    value
-        .parse()
-        .map_err(|_| format!("{flag} {value:?}: expected {what}"))
+/// Binds `addr`, given by `flag`; a failure names both, e.g.
+/// `--grpc 127.0.0.1:9000: Address already in use (os error 98)`.
+pub(crate) async fn listen(flag: &str, addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{flag} {addr}: {e}")))
 }
 
-fn parse_secs(flag: &str, value: &str) -> Result<Duration, String> {
-    let s: f64 = parse(flag, value, "seconds")?;
-    Duration::try_from_secs_f64(s).map_err(|_| format!("{flag} {value:?}: expected seconds ≥ 0"))
+fn available_cores() -> f64 {
+    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
 }
 
+// === value parsers (clap prefixes each message with the flag and the value) ===
+
+/// A finite number: `NaN`, `inf` and words are refused.
+pub(crate) fn finite(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        _ => Err("expected a finite number".into()),
+    }
+}
+
+/// Seconds in `min..=max`, as a `Duration` (which `max` keeps far from overflowing).
+pub(crate) fn seconds(
+    min: f64,
+    max: f64,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let s = finite(text)?;
+        if (min..=max).contains(&s) {
+            Ok(Duration::from_secs_f64(s))
+        } else {
+            Err(format!(
+                "{} s is out of range (allowed {min}..={max} s)",
+                text.trim()
+            ))
+        }
+    }
+}
+
+/// A share in `0..=1`.
+pub(crate) fn share(text: &str) -> Result<f64, String> {
+    let x = finite(text)?;
+    if (0.0..=1.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!("{x} is out of range (allowed 0..=1)"))
+    }
+}
+
+fn target_utilisation(text: &str) -> Result<f64, String> {
+    let x = finite(text)?;
+    if x > 0.0 && x <= 1.0 {
+        Ok(x)
+    } else {
+        Err(format!("{x} is out of range (allowed (0, 1])"))
+    }
+}
+
+fn cores(text: &str) -> Result<f64, String> {
+    let x = finite(text)?;
+    if x > 0.0 && x <= MAX_CORES {
+        Ok(x)
+    } else {
+        Err(format!("{x} is out of range (allowed (0, {MAX_CORES}])"))
+    }
+}
+
+fn safety_scaler(text: &str) -> Result<f64, String> {
+    let x = finite(text)?;
+    if (1.0..=MAX_SAFETY_SCALER).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!(
+            "{x} is out of range (allowed 1..={MAX_SAFETY_SCALER})"
+        ))
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,27 +301,127 @@ mod tests {
         s.split_whitespace().map(String::from).collect()
     }
 
+    fn error(s: &str) -> String {
+        AgentConfig::from_args(&args(s)).unwrap_err().to_string()
+    }
+
     #[test]
-    fn parses_flags_and_names_bad_ones() {
+    fn parses_flags() {
         let c = AgentConfig::from_args(&args(
             "--http 127.0.0.1:9 --grpc 127.0.0.1:10 --work-ms 5 --report-secs 0.5",
         ))
         .unwrap();
         assert_eq!(c.http.port(), 9);
         assert_eq!(c.grpc.map(|a| a.port()), Some(10));
-        assert_eq!(AgentConfig::default().grpc, None);
         assert_eq!(c.work, Duration::from_millis(5));
         assert_eq!(c.capacity.window(), Duration::from_millis(500));
+        // A repeated flag overrides the earlier one, as the test helpers and scripts expect.
+        let c = AgentConfig::from_args(&args("--report-secs 0.2 --report-secs 2")).unwrap();
+        assert_eq!(c.report_interval, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn defaults_come_from_the_flags() {
+        let c = AgentConfig::default();
+        assert_eq!(c.http, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!((c.metrics, c.agent_check, c.grpc), (None, None, None));
+        assert_eq!((c.name.as_str(), c.max_sessions), ("agent", 1000));
+        assert_eq!(c.max_session, Duration::from_secs(1200));
+        assert_eq!(c.idle_timeout, Duration::from_secs(60));
+        assert_eq!(c.max_frame_bytes, 16 * 1024);
+        assert_eq!(
+            (c.work, c.chunk_gap),
+            (Duration::ZERO, Duration::from_millis(20))
+        );
+        assert_eq!(c.report_interval, Duration::from_secs(1));
+        assert_eq!(c.drain, Duration::from_secs(2));
+        assert_eq!(c.capacity.target_utilisation(), 0.8);
+        assert_eq!(c.capacity.safety_scaler(), 2.0);
+        assert!(c.cores >= 1.0);
+    }
+
+    #[test]
+    fn the_bounds_are_inclusive() {
+        let c = AgentConfig::from_args(&args(
+            "--max-session-secs 604800 --idle-timeout-secs 0.001 --drain-secs 0 \
+             --report-secs 0.05 --max-sessions 1000000 --max-frame-bytes 67108864 \
+             --work-ms 10000 --chunk-gap-ms 60000 --background-load 1 --cores 4096 \
+             --target 1 --safety-scaler 1000",
+        ))
+        .unwrap();
+        assert_eq!(c.max_session, Duration::from_secs_f64(MAX_SECS));
+        assert_eq!(c.drain, Duration::ZERO);
+        assert_eq!(c.max_frame_bytes, 64 << 20);
+    }
+
+    /// Every value that used to panic, spin or disable the agent is refused by name.
+    #[test]
+    fn out_of_range_values_name_their_flag() {
+        for bad in [
+            "--idle-timeout-secs 1e19",
+            "--idle-timeout-secs 0",
+            "--idle-timeout-secs NaN",
+            "--max-session-secs 1e19",
+            "--max-session-secs inf",
+            "--max-session-secs -1",
+            "--max-session-secs 604801",
+            "--drain-secs 1e19",
+            "--drain-secs -0.5",
+            "--report-secs 1e-9",
+            "--report-secs 0",
+            "--report-secs 3601",
+            "--max-sessions 0",
+            "--max-sessions -3",
+            "--max-sessions 1000001",
+            "--max-frame-bytes 0",
+            "--max-frame-bytes 67108865",
+            "--work-ms 10001",
+            "--work-ms -1",
+            "--chunk-gap-ms 60001",
+            "--background-load 2",
+            "--background-load -0.1",
+            "--background-load NaN",
+            "--cores 0",
+            "--cores inf",
+            "--cores 4097",
+            "--target 1.5",
+            "--target 0",
+            "--safety-scaler 0.5",
+            "--safety-scaler 1e9",
+            "--http nowhere",
+            "--grpc 127.0.0.1",
+        ] {
+            let flag = bad.split_whitespace().next().unwrap();
+            let e = error(bad);
+            assert!(e.contains(&format!("'{flag} ")), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn unknown_flags_stray_words_and_missing_values_are_named() {
         for (bad, names) in [
             ("--bogus 1", "--bogus"),
-            ("--work-ms fast", "--work-ms"),
-            ("--background-load 2", "--background-load"),
-            ("--target 1.5", "target"),
+            ("stray", "stray"),
+            ("--work-ms 5 stray", "stray"),
             ("--http", "--http"),
-            ("--grpc nowhere", "--grpc"),
         ] {
-            let e = AgentConfig::from_args(&args(bad)).unwrap_err();
+            let e = error(bad);
             assert!(e.contains(names), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn help_is_not_a_value_error() {
+        let e = AgentConfig::from_args(&args("--help")).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp);
+        let help = e.to_string();
+        for flag in [
+            "--http",
+            "--idle-timeout-secs",
+            "--drain-secs",
+            "--safety-scaler",
+        ] {
+            assert!(help.contains(flag), "{help}");
         }
     }
 }

@@ -7,102 +7,95 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
-/// Usage text of `livecount-agent drive`.
-pub const DRIVE_USAGE: &str = "livecount-agent drive --target HOST:PORT [options]
-  --target HOST:PORT       where to open sessions (ws://HOST:PORT/session)
-  --sessions N             sessions to hold open (default 30)
-  --ramp-secs S            spread the openings over S seconds (default 1)
-  --hold-secs S            how long each session lives (default 10)
-  --speak-every-secs S     mean pause between utterances (default 1)
-  --chunks N               response chunks per utterance (default 5)
-  --interrupt-share F      share of utterances interrupted (barge-in) (default 0.1)
-  --kill-share F           share of sessions killed without a close frame (default 0.2)
-  --observe HOST:PORT,...  backends whose /load to print every second
-  --seed N                 randomness (default 1)";
+use crate::agent_config::{MAX_SECS, seconds, share};
 
-/// What to drive.
-#[derive(Debug, Clone)]
+/// The most sessions one drive opens.
+const MAX_SESSIONS: u32 = 100_000;
+/// The most response chunks one utterance asks for.
+const MAX_CHUNKS: u32 = 10_000;
+/// How long one session may take to connect and upgrade before it counts as refused.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What to drive: `livecount-agent drive`'s flags, each default, range and help line here.
+///
+/// Values are checked as they are parsed (an error names its flag, exit code 2). The CLI
+/// exits 1 when no session at all could be opened (the target is down, refuses every
+/// upgrade, or does not answer within 10 s per connection); the summary is printed first.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "drive",
+    bin_name = "livecount-agent drive",
+    about = "Open sessions through a balancer or agent, print the outcome as JSON; \
+             exit 1 if not one session opened",
+    long_about = None,
+    // As before clap: a repeated flag overrides the earlier one (scripts append overrides).
+    args_override_self = true
+)]
 pub struct DriveConfig {
-    /// `HOST:PORT` of the balancer or agent.
+    /// `HOST:PORT` of the balancer or agent: sessions open at ws://HOST:PORT/session
+    #[arg(long, value_name = "HOST:PORT")]
     pub target: String,
-    /// Sessions to open.
+    /// Sessions to open, 1..=100000
+    #[arg(long, value_name = "N", default_value = "30", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_SESSIONS)))]
     pub sessions: u32,
-    /// Openings are spread over this.
+    /// Spread the openings over S seconds, 0..=604800 (a week)
+    #[arg(long = "ramp-secs", value_name = "S", default_value = "1",
+          allow_negative_numbers = true, value_parser = seconds(0.0, MAX_SECS))]
     pub ramp: Duration,
-    /// Each session's life.
+    /// How long each session lives, seconds, 0..=604800 (a week)
+    #[arg(long = "hold-secs", value_name = "S", default_value = "10",
+          allow_negative_numbers = true, value_parser = seconds(0.0, MAX_SECS))]
     pub hold: Duration,
-    /// Mean pause between utterances.
+    /// Mean pause between utterances, seconds, 0..=604800 (a week)
+    #[arg(long = "speak-every-secs", value_name = "S", default_value = "1",
+          allow_negative_numbers = true, value_parser = seconds(0.0, MAX_SECS))]
     pub speak_every: Duration,
-    /// Chunks per utterance.
+    /// Response chunks per utterance, 1..=10000
+    #[arg(long, value_name = "N", default_value = "5", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CHUNKS)))]
     pub chunks: u32,
-    /// Share of utterances interrupted.
+    /// Share of utterances interrupted (barge-in), 0..=1
+    #[arg(long, value_name = "F", default_value = "0.1", allow_negative_numbers = true,
+          value_parser = share)]
     pub interrupt_share: f64,
-    /// Share of sessions killed abruptly.
+    /// Share of sessions killed without a close frame, 0..=1
+    #[arg(long, value_name = "F", default_value = "0.2", allow_negative_numbers = true,
+          value_parser = share)]
     pub kill_share: f64,
-    /// Backends' HTTP addresses to poll `/load` on.
+    /// Backends (HOST:PORT,...) whose /load to print every second
+    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',')]
     pub observe: Vec<String>,
-    /// Seed.
+    /// Seed of the traffic pattern, a whole number 0..=18446744073709551615
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        allow_negative_numbers = true
+    )]
     pub seed: u64,
 }
 
 impl DriveConfig {
-    /// Parses `drive` options.
-    pub fn from_args(args: &[String]) -> Result<Self, String> {
-        let mut c = DriveConfig {
-            target: String::new(),
-            sessions: 30,
-            ramp: Duration::from_secs(1),
-            hold: Duration::from_secs(10),
-            speak_every: Duration::from_secs(1),
-            chunks: 5,
-            interrupt_share: 0.1,
-            kill_share: 0.2,
-            observe: Vec::new(),
-            seed: 1,
-        };
-        let mut it = args.iter();
-        while let Some(flag) = it.next() {
-            let v = it
-                .next()
-                .ok_or_else(|| format!("{flag} needs a value\n{DRIVE_USAGE}"))?;
-            let num = |what: &str| {
-                v.parse::<f64>()
-                    .map_err(|_| format!("{flag} {v:?}: expected {what}"))
-            };
-            let secs = |x: f64| {
-                Duration::try_from_secs_f64(x)
-                    .map_err(|_| format!("{flag} {v:?}: expected seconds ≥ 0"))
-            };
-            match flag.as_str() {
-                "--target" => c.target = v.clone(),
-                "--sessions" => c.sessions = num("a whole number")? as u32,
-                "--ramp-secs" => c.ramp = secs(num("seconds")?)?,
-                "--hold-secs" => c.hold = secs(num("seconds")?)?,
-                "--speak-every-secs" => c.speak_every = secs(num("seconds")?)?,
-                "--chunks" => c.chunks = num("a whole number")?.clamp(1.0, 10_000.0) as u32,
-                "--interrupt-share" => c.interrupt_share = num("a share 0..=1")?.clamp(0.0, 1.0),
-                "--kill-share" => c.kill_share = num("a share 0..=1")?.clamp(0.0, 1.0),
-                "--observe" => {
-                    c.observe = v
-                        .split(',')
-                        .filter(|s| !s.is_empty())
-                        .map(String::from)
-                        .collect()
-                }
-                "--seed" => c.seed = num("a whole number")? as u64,
-                _ => return Err(format!("unknown option {flag}\n{DRIVE_USAGE}")),
-            }
-        }
-        if c.target.is_empty() {
-            return Err(format!("drive needs --target\n{DRIVE_USAGE}"));
-        }
-        Ok(c)
+    /// Parses `drive` flags (without `drive` itself); errors name the flag.
+    ///
+    /// ```
+    /// use livecount_server::driver::DriveConfig;
+    ///
+    /// let args = ["--target", "127.0.0.1:8080", "--sessions", "-5"].map(String::from);
+    /// let error = DriveConfig::from_args(&args).unwrap_err();
+    /// assert!(error.to_string().contains("--sessions"));
+    /// ```
+    pub fn from_args(args: &[String]) -> Result<Self, clap::Error> {
+        let argv = std::iter::once("drive").chain(args.iter().map(String::as_str));
+        Self::try_parse_from(argv)
     }
 }
 
@@ -148,8 +141,13 @@ fn next(state: &mut u64) -> f64 {
 pub async fn drive(config: DriveConfig) -> DriveSummary {
     let tally = Arc::new(Tally::default());
     let config = Arc::new(config);
-    let observer =
-        (!config.observe.is_empty()).then(|| tokio::spawn(observe(config.observe.clone())));
+    let backends: Vec<String> = config
+        .observe
+        .iter()
+        .filter(|b| !b.is_empty())
+        .cloned()
+        .collect();
+    let observer = (!backends.is_empty()).then(|| tokio::spawn(observe(backends)));
     let mut clients = Vec::new();
     for i in 0..config.sessions {
         let delay = config
@@ -185,7 +183,8 @@ async fn client(config: &DriveConfig, i: u64, tally: &Tally) {
         ^ (i + 1).wrapping_mul(0xD605_BBB5_8C8A_BBB9)
         | 1;
     let url = format!("ws://{}/session", config.target);
-    let Ok((mut ws, _)) = tokio_tungstenite::connect_async(&url).await else {
+    let connect = tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(&url));
+    let Ok(Ok((mut ws, _))) = connect.await else {
         tally.refused.fetch_add(1, Ordering::Relaxed);
         return;
     };
@@ -284,5 +283,68 @@ async fn observe(backends: Vec<String>) {
             }
         }
         println!("{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<DriveConfig, clap::Error> {
+        let args: Vec<String> = s.split_whitespace().map(String::from).collect();
+        DriveConfig::from_args(&args)
+    }
+
+    #[test]
+    fn parses_flags_with_their_defaults() {
+        let c =
+            parse("--target 127.0.0.1:9 --observe a:1,b:2 --seed 18446744073709551615").unwrap();
+        assert_eq!(c.target, "127.0.0.1:9");
+        assert_eq!(c.observe, ["a:1", "b:2"]);
+        assert_eq!(c.seed, u64::MAX);
+        assert_eq!((c.sessions, c.chunks), (30, 5));
+        assert_eq!(
+            (c.ramp, c.hold),
+            (Duration::from_secs(1), Duration::from_secs(10))
+        );
+        assert_eq!(c.speak_every, Duration::from_secs(1));
+        assert_eq!((c.interrupt_share, c.kill_share), (0.1, 0.2));
+        let c = parse("--target a:1 --sessions 3 --target b:2 --sessions 4").unwrap();
+        assert_eq!(
+            (c.target.as_str(), c.sessions),
+            ("b:2", 4),
+            "the last one wins"
+        );
+    }
+
+    /// Values that used to be clamped, wrapped or allocated until abort are refused by name.
+    #[test]
+    fn out_of_range_values_name_their_flag() {
+        for bad in [
+            "--sessions -5",
+            "--sessions 0",
+            "--sessions 1e12",
+            "--sessions 100001",
+            "--chunks 0",
+            "--chunks 10001",
+            "--kill-share 5",
+            "--kill-share -0.1",
+            "--interrupt-share NaN",
+            "--seed -1",
+            "--seed 1.5",
+            "--ramp-secs 1e19",
+            "--hold-secs -1",
+            "--speak-every-secs inf",
+        ] {
+            let flag = bad.split_whitespace().next().unwrap();
+            let e = parse(&format!("--target 127.0.0.1:9 {bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("'{flag} ")), "{bad}: {e}");
+        }
+        let e = parse("--sessions 3").unwrap_err().to_string();
+        assert!(e.contains("--target"), "{e}");
+        let e = parse("--target 127.0.0.1:9 stray").unwrap_err().to_string();
+        assert!(e.contains("'stray'"), "{e}");
     }
 }

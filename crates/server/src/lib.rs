@@ -55,5 +55,5 @@ pub mod prometheus_text;
 pub mod protocol;
 
 pub use agent::{Agent, RunningAgent};
-pub use agent_config::{AgentConfig, SERVE_USAGE};
+pub use agent_config::{AgentConfig, ServeArgs};
 pub use load_board::{LoadBoard, LoadReport};

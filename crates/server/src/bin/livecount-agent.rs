@@ -1,46 +1,60 @@
 //! `livecount-agent`: the streaming agent server (`serve`) and its load driver (`drive`).
+//!
+//! Exit codes: 0 on success (including `serve` drained after SIGTERM or ctrl-c, and
+//! `--help`); 1 when `serve` cannot listen or `drive` could open no session at all; 2 for
+//! a usage error (clap's convention), which names the flag.
 
 use std::process::ExitCode;
 
-use livecount_server::driver::{DRIVE_USAGE, DriveConfig, drive};
-use livecount_server::{AgentConfig, RunningAgent, SERVE_USAGE};
+use clap::{Parser, Subcommand};
+use livecount_server::driver::{DriveConfig, drive};
+use livecount_server::{AgentConfig, RunningAgent, ServeArgs};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// The streaming agent server with the livecount session tracker inside, and its load driver.
+#[derive(Debug, Parser)]
+#[command(name = "livecount-agent")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    // The help of each subcommand is its struct's `about`.
+    Serve(ServeArgs),
+    Drive(DriveConfig),
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    let result = match args.first().map(String::as_str) {
-        Some("serve") => {
-            AgentConfig::from_args(&args[1..]).and_then(|c| runtime.block_on(serve(c)))
+    let result = match Cli::parse().command {
+        Command::Serve(args) => {
+            let config = args.into_config().unwrap_or_else(|e| e.exit());
+            runtime().block_on(serve(config))
         }
-        Some("drive") => DriveConfig::from_args(&args[1..]).map(|c| {
-            let summary = runtime.block_on(drive(c));
-            println!(
-                "{}",
-                serde_json::to_string(&summary).expect("summaries serialise")
-            );
-        }),
-        Some("-h" | "--help" | "help") => {
-            println!("{SERVE_USAGE}\n\n{DRIVE_USAGE}");
-            Ok(())
-        }
-        _ => Err(format!(
-            "expected `serve` or `drive`\n\n{SERVE_USAGE}\n\n{DRIVE_USAGE}"
-        )),
+        Command::Drive(config) => runtime().block_on(drive_and_report(config)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("livecount-agent: {e}");
-            ExitCode::from(2)
+            ExitCode::FAILURE
         }
     }
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Runtime::new().expect("a tokio runtime")
+}
+
 async fn serve(config: AgentConfig) -> Result<(), String> {
+    // First, before any listener or banner: from here on SIGTERM and ctrl-c drain instead
+    // of killing the process (a signal during start-up waits in the stream).
+    let mut stop = Stop::install();
     let name = config.name.clone();
     let agent = RunningAgent::start(config)
         .await
-        .map_err(|e| format!("cannot listen: {e}"))?;
+        .map_err(|e| format!("serve: {e}"))?;
     let check = agent.agent_check.map_or("off".into(), |a| a.to_string());
     let grpc = agent.grpc.map_or("off".into(), |a| a.to_string());
     eprintln!(
@@ -48,7 +62,7 @@ async fn serve(config: AgentConfig) -> Result<(), String> {
          gRPC (Agent/Converse, ORCA) {grpc}",
         agent.http
     );
-    wait_for_signal().await;
+    stop.requested().await;
     eprintln!("{name}: draining");
     let last = agent.shutdown().await;
     eprintln!(
@@ -58,11 +72,43 @@ async fn serve(config: AgentConfig) -> Result<(), String> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// Runs the drive, prints its summary, and fails when not one session could be opened.
+async fn drive_and_report(config: DriveConfig) -> Result<(), String> {
+    let target = config.target.clone();
+    let summary = drive(config).await;
+    println!(
+        "{}",
+        serde_json::to_string(&summary).expect("summaries serialise")
+    );
+    if summary.opened == 0 {
+        return Err(format!(
+            "drive: could not open any session at ws://{target}/session \
+             ({} refused or unreachable)",
+            summary.refused
+        ));
+    }
+    Ok(())
+}
+
+/// SIGTERM and SIGINT (ctrl-c), caught from the moment of [`Stop::install`].
+struct Stop {
+    term: Signal,
+    int: Signal,
+}
+
+impl Stop {
+    fn install() -> Self {
+        let handler = |kind| signal(kind).expect("a signal handler");
+        Self {
+            term: handler(SignalKind::terminate()),
+            int: handler(SignalKind::interrupt()),
+        }
+    }
+
+    async fn requested(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
     }
 }

@@ -13,111 +13,45 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use livecount_sim::report::{self, RunMeta};
 use livecount_sim::{Scenario, ScenarioResult, policy, run};
 
-const USAGE: &str = "usage:
-  lbsim run SCENARIO [--policy NAME[,NAME...]]... [--seed N] [--out DIR] [--no-write] [--no-progress]
-  lbsim check SCENARIO...
-  lbsim list
-  lbsim policies
-SCENARIO is a .toml path or a bundled scenario name (see `lbsim list`).";
+mod cli;
+
+use cli::{Cli, Command, RunOptions};
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match dispatch(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("lbsim: {e}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-fn dispatch(args: &[String]) -> Result<(), String> {
-    match args.first().map(String::as_str) {
-        Some("run") => run_cmd(&RunOptions::parse(&args[1..])?),
-        Some("check") if args.len() > 1 => {
-            for a in &args[1..] {
-                let s = load(a)?;
-                println!(
-                    "{}: ok ({} backends, {})",
-                    a,
-                    s.backend_count(),
-                    s.description
-                );
-            }
-            Ok(())
-        }
-        Some("list") => list(),
-        Some("policies") => {
+    let result = match Cli::parse().command {
+        Command::Run(o) => run_cmd(&o),
+        Command::Check { scenarios } => check(&scenarios),
+        Command::List => list(),
+        Command::Policies => {
             policy::NAMES.iter().for_each(|n| println!("{n}"));
             Ok(())
         }
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            Ok(())
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lbsim: {e}");
+            ExitCode::FAILURE
         }
-        _ => Err(format!("expected a command\n{USAGE}")),
     }
 }
 
-/// Options of `lbsim run`.
-#[derive(Debug, Default)]
-struct RunOptions {
-    scenario: String,
-    policies: Vec<String>,
-    seed: Option<u64>,
-    out: Option<PathBuf>,
-    write: bool,
-    progress: bool,
-}
-
-impl RunOptions {
-    fn parse(args: &[String]) -> Result<Self, String> {
-        let mut o = RunOptions {
-            write: true,
-            progress: true,
-            ..Default::default()
-        };
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let mut value = |what: &str| {
-                it.next()
-                    .cloned()
-                    .ok_or_else(|| format!("{a} needs {what}"))
-            };
-            match a.as_str() {
-                "--policy" => {
-                    for name in value("a policy name")?.split(',').filter(|n| !n.is_empty()) {
-                        if !policy::NAMES.contains(&name) {
-                            let all = policy::NAMES.join(", ");
-                            return Err(format!("unknown policy {name:?} (known: {all})"));
-                        }
-                        o.policies.push(name.to_owned());
-                    }
-                }
-                "--seed" => {
-                    let v = value("a whole number")?;
-                    o.seed = Some(
-                        v.parse()
-                            .map_err(|_| format!("--seed {v:?}: not a whole number"))?,
-                    );
-                }
-                "--out" => o.out = Some(value("a directory")?.into()),
-                "--no-write" => o.write = false,
-                "--no-progress" => o.progress = false,
-                s if s.starts_with('-') => return Err(format!("unknown option {s}\n{USAGE}")),
-                s if o.scenario.is_empty() => o.scenario = s.to_owned(),
-                s => return Err(format!("unexpected argument {s:?}\n{USAGE}")),
-            }
-        }
-        if o.scenario.is_empty() {
-            return Err(format!("run needs a SCENARIO\n{USAGE}"));
-        }
-        Ok(o)
+fn check(scenarios: &[String]) -> Result<(), String> {
+    for a in scenarios {
+        let s = load(a)?;
+        println!(
+            "{}: ok ({} backends, {})",
+            a,
+            s.backend_count(),
+            s.description
+        );
     }
+    Ok(())
 }
 
 fn bundled_dir() -> PathBuf {
