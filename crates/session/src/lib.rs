@@ -23,7 +23,7 @@
 //! ```
 //! use livecount_session::{EndReason, Phase, SessionTracker};
 //!
-//! let tracker: SessionTracker = SessionTracker::new(); // over livecount::PerThread
+//! let tracker = SessionTracker::new(); // over livecount::PerThread
 //! let mut session = tracker.start();
 //! session.set_phase(Phase::Generating); // the agent is speaking
 //! let timeout = session.handle();
@@ -41,7 +41,7 @@
 //! ```
 //! use livecount_session::{EndReason, SessionTracker};
 //!
-//! let tracker = SessionTracker::<livecount::Sharded>::new();
+//! let tracker = SessionTracker::<livecount::Sharded>::default();
 //! for _ in 0..100 {
 //!     let session = tracker.start();
 //!     let enders: Vec<_> = [EndReason::TimedOut, EndReason::Cancelled, EndReason::Disconnected]
@@ -113,6 +113,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod clock;
+mod end_signal;
+mod ended;
 mod lifecycle;
 mod phase;
 mod reason;
@@ -120,17 +122,20 @@ mod registry;
 mod reporter;
 mod session;
 mod snapshot;
+mod start_error;
 mod sync;
 mod tally;
 #[cfg(feature = "tokio")]
 mod tracked;
 mod tracker;
 
+pub use ended::Ended;
 pub use phase::Phase;
 pub use reason::{ByReason, EndReason};
 pub use reporter::{DEFAULT_INTERVAL, Report, Reporter, Window};
 pub use session::{EndHandle, Session, SessionId, SessionInfo};
 pub use snapshot::Snapshot;
+pub use start_error::StartError;
 #[cfg(feature = "tokio")]
-pub use tracked::{TimedOut, Tracked, TrackedStream};
+pub use tracked::{EndedEarly, Tracked, TrackedStream};
 pub use tracker::SessionTracker;

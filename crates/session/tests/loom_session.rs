@@ -57,7 +57,7 @@ fn assert_balanced<C: Counter>(tracker: &SessionTracker<C>, sessions: u64) -> Sn
 #[test]
 fn three_enders_race_the_drop() {
     model(3, || {
-        let tracker = SessionTracker::<Single>::new();
+        let tracker = SessionTracker::<Single>::default();
         let session = tracker.start();
         let enders: Vec<_> = [
             EndReason::TimedOut,
@@ -91,7 +91,7 @@ fn three_enders_race_the_drop() {
 #[test]
 fn phase_change_races_end() {
     model(3, || {
-        let tracker = SessionTracker::<Single>::new();
+        let tracker = SessionTracker::<Single>::default();
         let mut session = tracker.start();
         let enders: Vec<_> = [EndReason::TimedOut, EndReason::Disconnected]
             .into_iter()
@@ -122,7 +122,7 @@ fn phase_change_races_end() {
 #[test]
 fn reaper_races_a_normal_end() {
     model(3, || {
-        let tracker = SessionTracker::<Single>::new();
+        let tracker = SessionTracker::<Single>::default();
         let session = tracker.start();
         let handle = session.handle();
         let completer = thread::spawn(move || handle.end(EndReason::Completed));
@@ -155,7 +155,7 @@ fn reaper_races_a_normal_end() {
 #[test]
 fn four_enders_by_handle_and_id() {
     model(3, || {
-        let tracker = SessionTracker::<Single>::new();
+        let tracker = SessionTracker::<Single>::default();
         let session = tracker.start();
         let id = session.id();
         let mut enders: Vec<_> = [EndReason::TimedOut, EndReason::Cancelled]

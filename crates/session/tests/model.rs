@@ -179,7 +179,7 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
 
     fn init_test(_: &Model) -> System<C> {
         System {
-            tracker: SessionTracker::new(),
+            tracker: SessionTracker::default(),
             base: Instant::now(),
             guards: Vec::new(),
             ids: Vec::new(),
