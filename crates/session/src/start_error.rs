@@ -26,6 +26,10 @@ pub enum StartError {
     /// gives each thread using it a process-wide index below [`MAX_THREADS`], reused only
     /// once a thread exits, so a 4097th thread alive at once gets none.
     ///
+    /// Once more threads than that have been alive at once, `sharded-slab` also recycles the
+    /// indices past its limit: a few later threads (as many as were past it) may get this
+    /// error with few threads alive. Ending a session needs no index below the limit.
+    ///
     /// [`MAX_THREADS`]: StartError::MAX_THREADS
     ThreadLimit,
     /// The calling thread's share of the registry has no free slot (billions of live
