@@ -396,7 +396,8 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// #         -> std::task::Poll<Option<()>> { std::task::Poll::Pending }
     /// # }
     /// let tracker = SessionTracker::<livecount::PerThread, String>::default();
-    /// let stream = tracker.track_stream_with("10.0.0.7:5100".into(), Never, Duration::from_secs(5));
+    /// let peer = "10.0.0.7:5100".to_owned();
+    /// let stream = tracker.track_stream_with(peer, Never, Duration::from_secs(5));
     /// assert_eq!(stream.handle().id(), tracker.sessions()[0].id);
     /// assert_eq!(tracker.sessions()[0].metadata.as_deref(), Some("10.0.0.7:5100"));
     /// # }

@@ -1,6 +1,6 @@
 //! A proptest state machine: random programs of start / set-phase (by the guard or a handle) /
-//! touch / end / clone-handle / drop / forget / advance-the-clock / reap / snapshot, run against the tracker and against
-//! a plain model, for every counter.
+//! touch / end / clone-handle / drop / forget / advance-the-clock / reap / snapshot, run
+//! against the tracker and against a plain model, for every counter.
 //!
 //! Checked after every step: the snapshot equals the model's counts (so `active = started -
 //! ended`, phases sum to `active`, reasons sum to `ended`), every `end` returns `true` exactly
