@@ -1,5 +1,6 @@
 //! `serde` round trips of what a service publishes: `Snapshot`, `Report` (with its `Window`),
-//! `ByReason` as a map of reason names. Needs `--features serde`.
+//! `ByReason` as a map of reason names. The `serde` feature is on for this crate's tests
+//! through its dev-dependency on itself.
 
 use std::time::{Duration, Instant, SystemTime};
 
