@@ -170,8 +170,8 @@ impl<C: Counter, M> Session<C, M> {
     /// assert_eq!(tracker.snapshot().generating, 0);
     /// ```
     pub fn set_phase(&mut self, phase: Phase) -> bool {
-        // `&mut self`: one transition at a time per session, which the protocol relies on
-        // (a second concurrent transition would find BUSY set and do nothing).
+        // `&mut self` keeps the owner's own transitions sequential; a handle's may still race
+        // it, and the protocol linearises them (see `EndHandle::set_phase`).
         self.core.touch_at(self.core.tracker.clock.now());
         self.core.life.set_phase(phase, &self.core.tracker.tally)
     }
