@@ -248,7 +248,7 @@ impl<C: LiveName> Contender for Tracked<C> {
     type Local = ();
 
     fn new(_: usize) -> Self {
-        Tracked(livecount_session::SessionTracker::new())
+        Tracked(livecount_session::SessionTracker::default())
     }
 
     fn local(&self) {}

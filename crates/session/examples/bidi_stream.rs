@@ -80,7 +80,7 @@ async fn client(
 
 #[tokio::main]
 async fn main() {
-    let tracker: SessionTracker = SessionTracker::new();
+    let tracker = SessionTracker::new();
     let reporter = Reporter::new(tracker.clone());
     reporter.sample();
 

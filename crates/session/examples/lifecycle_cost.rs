@@ -56,7 +56,7 @@ fn row<C: Counter + Default + 'static>(name: &str, iterations: u64) {
         let token = black_box(counter.increment());
         counter.decrement(token);
     };
-    let tracker = SessionTracker::<C>::new();
+    let tracker = SessionTracker::<C>::default();
     let tracked = || {
         let session = black_box(tracker.start());
         session.end(EndReason::Completed);

@@ -23,7 +23,7 @@
 //! ```
 //! use livecount_session::{EndReason, Phase, SessionTracker};
 //!
-//! let tracker: SessionTracker = SessionTracker::new(); // over livecount::PerThread
+//! let tracker = SessionTracker::new(); // over livecount::PerThread
 //! let mut session = tracker.start();
 //! session.set_phase(Phase::Generating); // the agent is speaking
 //! let timeout = session.handle();
@@ -41,7 +41,7 @@
 //! ```
 //! use livecount_session::{EndReason, SessionTracker};
 //!
-//! let tracker = SessionTracker::<livecount::Sharded>::new();
+//! let tracker = SessionTracker::<livecount::Sharded>::default();
 //! for _ in 0..100 {
 //!     let session = tracker.start();
 //!     let enders: Vec<_> = [EndReason::TimedOut, EndReason::Cancelled, EndReason::Disconnected]
@@ -63,8 +63,14 @@
 //! # Feature flags
 //!
 //! * `tokio` (default): [`SessionTracker::track`] and [`SessionTracker::track_stream`]
-//!   (deadline, `Completed` / `TimedOut` / `Cancelled` on abort or drop),
+//!   (deadline, `Completed` / `TimedOut` / `Cancelled` on abort or drop, and a stop at the
+//!   next poll, woken, when anything else ends the session),
 //!   [`Reporter::spawn`] and [`SessionTracker::spawn_reaper`].
+//! * `serde`: `Serialize` / `Deserialize` for [`Snapshot`], [`Report`], [`Window`],
+//!   [`ByReason`], [`EndReason`] and [`Phase`].
+//!
+//! Without tokio, [`Session::poll_ended`] and [`EndHandle::ended`] wait for the end in any
+//! executor.
 //!
 //! # Comparison with alternatives
 //!
@@ -80,9 +86,15 @@
 //! * loom (`tests/loom_session.rs`, run by `scripts/loom.sh`): three and four enders racing
 //!   on one session — counter decremented once, one reason, totals balanced; a phase change
 //!   racing an end; the reaper racing a normal end; snapshots and their publication never
-//!   torn while sessions end.
-//! * proptest state machine (`tests/model.rs`): random start / set-phase / touch / end /
-//!   clone-handle / drop / forget / reap / snapshot programs against a plain model.
+//!   torn while sessions end; phase changes through a handle racing the owner's and an end;
+//!   an end (by handle, by id, by the reaper) racing a poll that registers for it, for the
+//!   owner's slot and for two `ended()` waiters — no lost wake-up.
+//! * tokio (`tests/tracked.rs`): a task blocked on a tracked stream or future whose source
+//!   never yields wakes and stops right after an end from a handle, `end_all`, by id or the
+//!   reaper.
+//! * proptest state machine (`tests/model.rs`): random start / set-phase (guard or handle) /
+//!   touch / end / clone-handle / drop / forget / reap / snapshot programs against a plain
+//!   model.
 //! * tokio stress (`tests/stress.rs`): tens of thousands of tracked sessions with deadlines,
 //!   aborts, disconnects and concurrent snapshot readers, for every counter.
 //! * The `unsafe` is two token cells per session, each with its `SAFETY:` argument (loom
@@ -103,8 +115,10 @@
 //! look idle a few ms longer than it was; reaping limits are seconds to minutes. Instants
 //! passed in (`touch_at`, `reap_at`, `snapshot_at`) are used exactly.
 //!
-//! A session is an `Arc`'d core holding the state word (phase, BUSY, ENDED, reason), the
-//! counter tokens in two cells, the start and last-activity instants and the metadata; the
+//! A session is an `Arc`'d core holding the state word (phase, BUSY, ENDED, reason, two
+//! "someone waits" bits), the counter tokens in two cells, the end signal (the owner's
+//! `AtomicWaker` slot, a list for `ended()` waiters, empty and unallocated until used), the
+//! start and last-activity instants and the metadata; the
 //! registry is a `sharded-slab` of those cores plus a journal of keys to walk. Ends per
 //! reason are cache-padded rows of atomics bumped with Release, so a snapshot that reads ends
 //! before starts always has `started >= ended`.
@@ -113,6 +127,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod clock;
+mod end_signal;
+mod ended;
 mod lifecycle;
 mod phase;
 mod reason;
@@ -120,17 +136,20 @@ mod registry;
 mod reporter;
 mod session;
 mod snapshot;
+mod start_error;
 mod sync;
 mod tally;
 #[cfg(feature = "tokio")]
 mod tracked;
 mod tracker;
 
+pub use ended::Ended;
 pub use phase::Phase;
 pub use reason::{ByReason, EndReason};
 pub use reporter::{DEFAULT_INTERVAL, Report, Reporter, Window};
 pub use session::{EndHandle, Session, SessionId, SessionInfo};
 pub use snapshot::Snapshot;
+pub use start_error::StartError;
 #[cfg(feature = "tokio")]
-pub use tracked::{TimedOut, Tracked, TrackedStream};
+pub use tracked::{EndedEarly, Tracked, TrackedStream};
 pub use tracker::SessionTracker;

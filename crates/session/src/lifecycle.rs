@@ -9,6 +9,8 @@
 //!  bit 1      BUSY    a phase transition holds the phase token
 //!  bit 2      ENDED   terminal: set once, by the winning `end`
 //!  bits 3..6  REASON  EndReason index, valid once ENDED is set
+//!  bit 7      OWNER_WAITS   the owner's poll registered a waker in the signal's slot
+//!  bit 8      HANDLES_WAIT  `EndHandle::ended` futures registered wakers in its list
 //! ```
 //!
 //! * `end(reason)` CASes `ENDED | reason` in; the one CAS that sees ENDED clear is the winner,
@@ -17,10 +19,21 @@
 //!   `generating` counter, then CASes BUSY out with the new phase. If an `end` won in the
 //!   meantime, the end left the phase token alone, and the BUSY holder releases it: whoever
 //!   holds the phase token last gives it back ("helping"). So `end` never waits, and the
-//!   phase token is returned exactly once.
+//!   phase token is returned exactly once. A transition that finds BUSY set (two callers
+//!   racing, possible since `EndHandle::set_phase`) does nothing and reports success: it is
+//!   linearised just before the one in progress, which then overrides it.
+//! * Waiting for the end: a poller registers its waker in the [`EndSignal`] *first*, then
+//!   sets its WAITS bit with a `fetch_or`. Both that `fetch_or` and the winning `end`'s CAS
+//!   are read-modify-writes of this word, so one comes first: if the `fetch_or`, the CAS sees
+//!   the bit and wakes the registered waker; if the CAS, the `fetch_or` returns ENDED and the
+//!   poller sees the end itself. No wake-up is lost, and an `end` nobody waits on pays nothing
+//!   (it tests bits of the word its CAS already returned).
+
+use std::task::{Context, Poll};
 
 use livecount::Counter;
 
+use crate::end_signal::EndSignal;
 use crate::phase::Phase;
 use crate::reason::EndReason;
 use crate::sync::{AtomicU64, Ordering, UnsafeCell};
@@ -30,6 +43,9 @@ const PHASE: u64 = 0b001;
 const BUSY: u64 = 0b010;
 const ENDED: u64 = 0b100;
 const REASON_SHIFT: u32 = 3;
+const REASON_MASK: u64 = 0xF;
+const OWNER_WAITS: u64 = 1 << 7;
+const HANDLES_WAIT: u64 = 1 << 8;
 
 /// One session's state word and counter tokens.
 pub(crate) struct Lifecycle<C: Counter> {
@@ -40,6 +56,8 @@ pub(crate) struct Lifecycle<C: Counter> {
     /// The `generating` token while the session is generating. Accessed only by the holder of
     /// BUSY, or by the `end` winner if BUSY was clear when it won (see the module docs).
     phase_token: UnsafeCell<Option<C::Token>>,
+    /// Wakers of the tasks waiting for the end; woken by the `end` winner.
+    signal: EndSignal,
 }
 
 // SAFETY:
@@ -60,6 +78,7 @@ impl<C: Counter> Lifecycle<C> {
             state: AtomicU64::new(Phase::Listening.bit()),
             total_token: UnsafeCell::new(Some(tally.total.increment())),
             phase_token: UnsafeCell::new(None),
+            signal: EndSignal::new(),
         }
     }
 
@@ -97,17 +116,68 @@ impl<C: Counter> Lifecycle<C> {
         if let Some(token) = token {
             tally.total.decrement(token);
         }
+        // Last, so a woken task already sees the counts without this session.
+        if replaced & (OWNER_WAITS | HANDLES_WAIT) != 0 {
+            self.signal
+                .wake(replaced & OWNER_WAITS != 0, replaced & HANDLES_WAIT != 0);
+        }
         true
     }
 
-    /// Moves a live session to `phase`. `false` if the session has ended (or, never through the
-    /// public API, if another transition holds BUSY).
+    /// The owner's wait for the end: `Ready(reason)` once ended, else registers `cx`'s waker
+    /// in the single owner slot (the last registrant wins) to be woken by the `end` winner.
+    pub(crate) fn poll_end_owner(&self, cx: &mut Context<'_>) -> Poll<EndReason> {
+        if let Some(reason) = self.reason() {
+            return Poll::Ready(reason);
+        }
+        self.signal.register_owner(cx.waker());
+        self.announce(OWNER_WAITS)
+    }
+
+    /// An `EndHandle::ended` future's wait: like [`poll_end_owner`](Self::poll_end_owner),
+    /// with a place of its own (`slot`) in the waiter list.
+    pub(crate) fn poll_end_waiter(
+        &self,
+        slot: &mut Option<usize>,
+        cx: &mut Context<'_>,
+    ) -> Poll<EndReason> {
+        if let Some(reason) = self.reason() {
+            return Poll::Ready(reason);
+        }
+        self.signal.register_waiter(slot, cx.waker());
+        self.announce(HANDLES_WAIT)
+    }
+
+    /// Gives up a waiter's place (an `ended` future dropped before the end).
+    pub(crate) fn forget_waiter(&self, slot: Option<usize>) {
+        self.signal.forget_waiter(slot);
+    }
+
+    /// Sets a WAITS bit after registering a waker; `Ready` if the session ended first.
+    fn announce(&self, waits: u64) -> Poll<EndReason> {
+        // AcqRel: Release so the `end` whose CAS reads this bit also sees the waker registered
+        // before it; Acquire so, if that CAS came first, we see what the ender did.
+        let state = self.state.fetch_or(waits, Ordering::AcqRel);
+        match reason_of(state) {
+            Some(reason) => Poll::Ready(reason),
+            None => Poll::Pending,
+        }
+    }
+
+    /// Moves a live session to `phase`. `false` if the session has ended. Concurrent
+    /// transitions are linearised: one that finds another in flight returns `true` without
+    /// changing anything (it took effect and was at once overridden).
     pub(crate) fn set_phase(&self, phase: Phase, tally: &Tally<C>) -> bool {
         // Acquire: sees the phase token as the last BUSY holder left it.
         let mut state = self.state.load(Ordering::Acquire);
         loop {
-            if state & (ENDED | BUSY) != 0 {
+            if state & ENDED != 0 {
                 return false;
+            }
+            if state & BUSY != 0 {
+                // Another transition is in flight (a handle racing the owner): linearise this
+                // one just before it, so the other one's phase is the one that stays.
+                return true;
             }
             if Phase::from_bit(state & PHASE) == phase {
                 return true;
@@ -186,12 +256,16 @@ impl<C: Counter> Lifecycle<C> {
     /// Why the session ended, or `None` while it is live.
     pub(crate) fn reason(&self) -> Option<EndReason> {
         // Acquire: pairs with the winner's Release, for callers that act on the reason.
-        let state = self.state.load(Ordering::Acquire);
-        if state & ENDED == 0 {
-            return None;
-        }
-        EndReason::from_index((state >> REASON_SHIFT) as usize & 0xF)
+        reason_of(self.state.load(Ordering::Acquire))
     }
+}
+
+/// The reason a state word records, or `None` if it is not ENDED.
+fn reason_of(state: u64) -> Option<EndReason> {
+    if state & ENDED == 0 {
+        return None;
+    }
+    EndReason::from_index(((state >> REASON_SHIFT) & REASON_MASK) as usize)
 }
 
 impl<C: Counter> std::fmt::Debug for Lifecycle<C> {

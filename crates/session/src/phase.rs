@@ -11,14 +11,21 @@ use std::fmt;
 /// ```
 /// use livecount_session::{Phase, SessionTracker};
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// let mut session = tracker.start();
 /// assert_eq!(session.phase(), Some(Phase::Listening));
 /// session.set_phase(Phase::Generating); // the model started talking
 /// let snapshot = tracker.snapshot();
 /// assert_eq!((snapshot.listening, snapshot.generating), (0, 1));
 /// ```
+///
+/// With the `serde` feature, `Serialize` / `Deserialize` as its [`as_str`](Phase::as_str) name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Phase {
     /// Idle: waiting on the user or peer (listening for speech, awaiting the next message).
     #[default]

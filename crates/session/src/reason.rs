@@ -7,7 +7,7 @@ use std::fmt;
 /// ```
 /// use livecount_session::{EndReason, SessionTracker};
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// let session = tracker.start();
 /// let timeout = session.handle();
 /// assert!(timeout.end(EndReason::TimedOut)); // first: wins
@@ -15,8 +15,16 @@ use std::fmt;
 /// assert_eq!(timeout.reason(), Some(EndReason::TimedOut));
 /// assert_eq!(tracker.snapshot().ended_by(EndReason::TimedOut), 1);
 /// ```
+///
+/// With the `serde` feature, `Serialize` / `Deserialize` as its [`as_str`](EndReason::as_str)
+/// name (`"timed_out"`).
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum EndReason {
     /// The handler finished normally (the stream closed cleanly, the future returned).
     Completed,
@@ -97,7 +105,7 @@ impl fmt::Display for EndReason {
 /// ```
 /// use livecount_session::{EndReason, SessionTracker};
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// tracker.start().end(EndReason::Completed);
 /// drop(tracker.start());
 /// let by_reason = tracker.snapshot().ended_by_reason;
@@ -105,7 +113,18 @@ impl fmt::Display for EndReason {
 /// assert_eq!(by_reason.get(EndReason::Dropped), 1);
 /// assert_eq!(by_reason.total(), 2);
 /// ```
+///
+/// With the `serde` feature, `Serialize` / `Deserialize` as a map from reason name to count
+/// (`{"completed": 1, "timed_out": 0, ...}`; a reason missing on input counts 0).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(
+        from = "std::collections::BTreeMap<EndReason, u64>",
+        into = "std::collections::BTreeMap<EndReason, u64>"
+    )
+)]
 pub struct ByReason {
     counts: [u64; EndReason::COUNT],
 }
@@ -142,6 +161,24 @@ impl ByReason {
         let mut counts = self.counts;
         for (now, then) in counts.iter_mut().zip(earlier.counts) {
             *now = now.saturating_sub(then);
+        }
+        ByReason { counts }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl From<ByReason> for std::collections::BTreeMap<EndReason, u64> {
+    fn from(by_reason: ByReason) -> Self {
+        by_reason.iter().collect()
+    }
+}
+
+#[cfg(feature = "serde")]
+impl From<std::collections::BTreeMap<EndReason, u64>> for ByReason {
+    fn from(map: std::collections::BTreeMap<EndReason, u64>) -> Self {
+        let mut counts = [0; EndReason::COUNT];
+        for (reason, n) in map {
+            counts[reason.index()] = n;
         }
         ByReason { counts }
     }

@@ -16,6 +16,7 @@
 //! is held, so to loom each critical section is a single step.
 
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use sharded_slab::Slab;
 
 use crate::clock::CoarseClock;
 use crate::lifecycle::Lifecycle;
+use crate::start_error::StartError;
 use crate::sync::shard_hint;
 use crate::tally::Tally;
 
@@ -111,23 +113,24 @@ impl<C: Counter, M> Registry<C, M> {
         }
     }
 
-    /// Starts a session: counts it, stores it, journals its key.
+    /// Starts a session: counts it, stores it, journals its key. Nothing is counted if there
+    /// is no slot for it.
     ///
-    /// # Panics
-    ///
-    /// If the slab is full (more than 4096 threads registering at once, or billions of live
-    /// sessions per thread with the default configuration). Nothing is counted in that case.
+    /// `sharded-slab` gives each thread that touches a slab a process-wide thread index below
+    /// its `DefaultConfig::MAX_THREADS` (4096), reused once the thread exits, and *panics* on a
+    /// thread past that limit instead of returning `None`. That panic is caught here (the
+    /// slab has changed nothing when it fires: it comes from the index registration) and
+    /// reported as [`StartError::ThreadLimit`]; the panic hook has printed it by then.
     pub(crate) fn start(
         shared: &Arc<Shared<C, M>>,
         metadata: Option<M>,
         now: Instant,
-    ) -> Arc<Core<C, M>> {
+    ) -> Result<Arc<Core<C, M>>, StartError> {
         let registry = &shared.registry;
-        // Reserve the slot first, so a full slab panics before anything is counted.
-        let vacant = registry
-            .slab
-            .vacant_entry()
-            .expect("livecount-session: session registry is full");
+        // Reserve the slot first, so a full slab fails before anything is counted.
+        let vacant = std::panic::catch_unwind(AssertUnwindSafe(|| registry.slab.vacant_entry()))
+            .map_err(|_| StartError::ThreadLimit)?
+            .ok_or(StartError::Full)?;
         let key = vacant.key();
         let core = Arc::new(Core {
             life: Lifecycle::start(&shared.tally),
@@ -139,7 +142,7 @@ impl<C: Counter, M> Registry<C, M> {
         });
         vacant.insert(Arc::clone(&core));
         registry.journal_push(key);
-        core
+        Ok(core)
     }
 
     /// The live session with this key, if any.

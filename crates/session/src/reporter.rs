@@ -22,7 +22,7 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 /// use livecount_session::{SessionTracker, Window};
 /// use std::time::{Duration, Instant};
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// let t0 = Instant::now();
 /// let before = tracker.snapshot_at(t0);
 /// let sessions: Vec<_> = (0..90).map(|_| tracker.start()).collect();
@@ -34,8 +34,11 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 /// assert_eq!(w.mean_active, 45.0); // from 0 to 90: the trapezoid's mean
 /// # drop(sessions);
 /// ```
+///
+/// With the `serde` feature, `Serialize` and `Deserialize` (`length` as `{secs, nanos}`).
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Window {
     /// Time between the two snapshots.
     pub length: Duration,
@@ -77,13 +80,17 @@ impl Window {
 /// ```
 /// use livecount_session::{Reporter, SessionTracker};
 ///
-/// let reporter = Reporter::new(SessionTracker::<livecount::Sharded>::new());
+/// let reporter = Reporter::new(SessionTracker::<livecount::Sharded>::default());
 /// let first = reporter.sample();
 /// assert!(first.window.is_none()); // nothing to compare with yet
 /// assert!(reporter.sample().window.is_some());
 /// ```
+///
+/// With the `serde` feature, `Serialize` and `Deserialize`; see [`Snapshot`] for how its
+/// time of reading travels.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Report {
     /// The snapshot this report was built from.
     pub snapshot: Snapshot,
@@ -103,7 +110,7 @@ impl Report {
     /// ```
     /// # use livecount_session::{Reporter, SessionTracker};
     /// # use std::time::Duration;
-    /// # let reporter = Reporter::new(SessionTracker::<livecount::Sharded>::new());
+    /// # let reporter = Reporter::new(SessionTracker::<livecount::Sharded>::default());
     /// let report = reporter.sample();
     /// let later = report.snapshot.taken_at + Duration::from_secs(31);
     /// assert!(report.is_stale(later, 3 * reporter.interval()));
@@ -125,7 +132,7 @@ impl Report {
 /// use livecount_session::{Reporter, SessionTracker};
 /// use std::time::Duration;
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// let reporter = Reporter::new(tracker.clone()).with_interval(Duration::from_secs(5));
 /// let _session = tracker.start();
 /// reporter.sample();
@@ -149,7 +156,16 @@ impl<C: Counter, M: Send + Sync + 'static> Reporter<C, M> {
     }
 
     /// Sets the sampling interval.
+    ///
+    /// # Panics
+    ///
+    /// If `interval` is zero: a reporter must sample at some rate, and the spawned task
+    /// would otherwise panic later, inside the runtime.
     pub fn with_interval(mut self, interval: Duration) -> Self {
+        assert!(
+            !interval.is_zero(),
+            "Reporter::with_interval: the interval must be non-zero"
+        );
         self.interval = interval;
         self
     }

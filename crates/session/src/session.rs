@@ -3,10 +3,12 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use livecount::{Counter, PerThread};
 
+use crate::ended::Ended;
 use crate::phase::Phase;
 use crate::reason::EndReason;
 use crate::registry::Core;
@@ -17,7 +19,7 @@ use crate::registry::Core;
 /// ```
 /// use livecount_session::SessionTracker;
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// let a = tracker.start();
 /// let b = tracker.start();
 /// assert_ne!(a.id(), b.id());
@@ -30,7 +32,7 @@ impl SessionId {
     /// The raw registry key.
     ///
     /// ```
-    /// # let tracker: livecount_session::SessionTracker = Default::default();
+    /// # let tracker = livecount_session::SessionTracker::new();
     /// let session = tracker.start();
     /// let raw: usize = session.id().as_usize();
     /// # let _ = raw;
@@ -55,7 +57,7 @@ impl fmt::Display for SessionId {
 /// ```
 /// use livecount_session::{EndReason, SessionTracker};
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// let session = tracker.start();
 /// assert_eq!(tracker.active(), 1);
 /// std::thread::spawn(move || {
@@ -78,7 +80,7 @@ pub struct Session<C: Counter = PerThread, M = ()> {
 /// ```
 /// use livecount_session::{EndReason, SessionTracker};
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// let session = tracker.start();
 /// let on_disconnect = session.handle();
 /// let on_timeout = on_disconnect.clone();
@@ -97,7 +99,7 @@ pub struct EndHandle<C: Counter = PerThread, M = ()> {
 /// ```
 /// use livecount_session::{Phase, SessionTracker};
 ///
-/// let tracker: SessionTracker<livecount::PerThread, &str> = SessionTracker::new();
+/// let tracker = SessionTracker::<livecount::PerThread, &str>::default();
 /// let session = tracker.start_with("tenant-a");
 /// let infos = tracker.sessions();
 /// assert_eq!(infos.len(), 1);
@@ -137,7 +139,7 @@ impl<C: Counter, M> Session<C, M> {
     /// A handle that can end this session from elsewhere.
     ///
     /// ```
-    /// # let tracker: livecount_session::SessionTracker = Default::default();
+    /// # let tracker = livecount_session::SessionTracker::new();
     /// let session = tracker.start();
     /// let handle = session.handle();
     /// assert_eq!(handle.id(), session.id());
@@ -159,7 +161,7 @@ impl<C: Counter, M> Session<C, M> {
     /// ```
     /// use livecount_session::{EndReason, Phase, SessionTracker};
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// let mut session = tracker.start();
     /// assert!(session.set_phase(Phase::Generating));
     /// assert_eq!(tracker.snapshot().generating, 1);
@@ -168,8 +170,8 @@ impl<C: Counter, M> Session<C, M> {
     /// assert_eq!(tracker.snapshot().generating, 0);
     /// ```
     pub fn set_phase(&mut self, phase: Phase) -> bool {
-        // `&mut self`: one transition at a time per session, which the protocol relies on
-        // (a second concurrent transition would find BUSY set and do nothing).
+        // `&mut self` keeps the owner's own transitions sequential; a handle's may still race
+        // it, and the protocol linearises them (see `EndHandle::set_phase`).
         self.core.touch_at(self.core.tracker.clock.now());
         self.core.life.set_phase(phase, &self.core.tracker.tally)
     }
@@ -192,7 +194,7 @@ impl<C: Counter, M> Session<C, M> {
     /// use livecount_session::SessionTracker;
     /// use std::time::{Duration, Instant};
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// let session = tracker.start();
     /// let t = Instant::now() + Duration::from_secs(100);
     /// session.touch_at(t);
@@ -208,11 +210,39 @@ impl<C: Counter, M> Session<C, M> {
         self.core.life.reason()
     }
 
+    /// Polls for the end, from any ender (a handle, `tracker.end`, the reaper, a shutdown):
+    /// `Ready(reason)` once the session has ended, else `Pending`, with `cx`'s waker
+    /// registered to be woken by the end. This is what [`Tracked`](crate::Tracked) and
+    /// [`TrackedStream`](crate::TrackedStream) call at every `Pending`, for a hand-written
+    /// future or stream that owns its session to do the same.
+    ///
+    /// The guard has **one** waker slot: the last task to poll is the one woken, so poll from
+    /// the task that owns the guard. Any number of tasks can wait through
+    /// [`EndHandle::ended`] instead.
+    ///
+    /// Cost: one atomic load once ended; otherwise a waker registration and one `fetch_or`
+    /// on the session's state word. An end wakes the slot only if it was registered.
+    ///
+    /// ```
+    /// use livecount_session::{EndReason, SessionTracker};
+    /// use std::task::{Context, Poll, Waker};
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let session = tracker.start();
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// assert_eq!(session.poll_ended(&mut cx), Poll::Pending);
+    /// tracker.end(session.id(), EndReason::Shutdown); // wakes the registered waker
+    /// assert_eq!(session.poll_ended(&mut cx), Poll::Ready(EndReason::Shutdown));
+    /// ```
+    pub fn poll_ended(&self, cx: &mut Context<'_>) -> Poll<EndReason> {
+        self.core.life.poll_end_owner(cx)
+    }
+
     /// The metadata given to `start_with`, if any.
     ///
     /// ```
     /// # use livecount_session::SessionTracker;
-    /// let tracker: SessionTracker<livecount::Sharded, u32> = SessionTracker::new();
+    /// let tracker = SessionTracker::<livecount::Sharded, u32>::default();
     /// assert_eq!(tracker.start_with(7).metadata(), Some(&7));
     /// assert_eq!(tracker.start().metadata(), None);
     /// ```
@@ -261,6 +291,42 @@ impl<C: Counter, M> EndHandle<C, M> {
         self.core.touch_at(now);
     }
 
+    /// Moves the session to `phase` (and records activity), from a task other than the
+    /// guard's owner: a generator task marking the session
+    /// [`Generating`](Phase::Generating) while the reader task holds the guard. `false` if
+    /// the session has ended.
+    ///
+    /// The same exactly-once protocol as [`Session::set_phase`]: the `generating` count
+    /// changes once per real transition, and an end racing the change leaves it exact.
+    /// Transitions racing each other (the owner and a handle, or two handles) are
+    /// linearised: one that finds another in flight returns `true` without changing anything,
+    /// as if it had run just before the other, whose phase is the one that stays.
+    ///
+    /// ```
+    /// use livecount_session::{EndReason, Phase, SessionTracker};
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let session = tracker.start();
+    /// let generator = session.handle();
+    /// std::thread::spawn(move || assert!(generator.set_phase(Phase::Generating)))
+    ///     .join()
+    ///     .unwrap();
+    /// assert_eq!(session.phase(), Some(Phase::Generating));
+    /// assert_eq!(tracker.snapshot().generating, 1);
+    /// session.end(EndReason::Completed);
+    /// assert!(!session.handle().set_phase(Phase::Listening));
+    /// assert_eq!(tracker.snapshot().generating, 0);
+    /// ```
+    pub fn set_phase(&self, phase: Phase) -> bool {
+        self.core.touch_at(self.core.tracker.clock.now());
+        self.core.life.set_phase(phase, &self.core.tracker.tally)
+    }
+
+    /// The session's phase, or `None` once it has ended.
+    pub fn phase(&self) -> Option<Phase> {
+        self.core.life.phase()
+    }
+
     /// Whether the session has ended.
     pub fn is_ended(&self) -> bool {
         self.core.life.phase().is_none()
@@ -269,6 +335,32 @@ impl<C: Counter, M> EndHandle<C, M> {
     /// Why the session ended, or `None` while it is live.
     pub fn reason(&self) -> Option<EndReason> {
         self.core.life.reason()
+    }
+
+    /// Waits for the end, from any ender, and returns its reason (at once if it has ended
+    /// already). Any number of tasks may wait, each on its own handle clone or on one shared
+    /// handle: the end wakes them all.
+    ///
+    /// Costs nothing until polled: a session nobody waits on allocates nothing, and its end
+    /// takes no lock. A pending `Ended` holds a place in the session's waiter list (one
+    /// `Waker`); the end takes the list's lock once to wake the waiters.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use livecount_session::{EndReason, SessionTracker};
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let session = tracker.start();
+    /// let handle = session.handle();
+    /// let waiter = tokio::spawn(async move { handle.ended().await });
+    /// tokio::task::yield_now().await; // let it wait
+    /// session.end(EndReason::Disconnected);
+    /// assert_eq!(waiter.await.unwrap(), EndReason::Disconnected);
+    /// # }
+    /// ```
+    pub fn ended(&self) -> Ended<'_, C, M> {
+        Ended::new(&self.core)
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`Snapshot`]: one coherent reading of a tracker.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::phase::Phase;
 use crate::reason::{ByReason, EndReason};
@@ -21,7 +21,7 @@ use crate::tally::Reading;
 /// ```
 /// use livecount_session::{EndReason, Phase, SessionTracker};
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// let mut talking = tracker.start();
 /// talking.set_phase(Phase::Generating);
 /// let _silent = tracker.start();
@@ -33,13 +33,25 @@ use crate::tally::Reading;
 /// assert_eq!(s.ended_by(EndReason::Cancelled), 1);
 /// assert!(tracker.snapshot().sequence > s.sequence);
 /// ```
+///
+/// With the `serde` feature, `Serialize` and `Deserialize`. `taken_at` (an [`Instant`],
+/// meaningful only inside this process) is not serialised; `taken_at_unix_ms` carries the
+/// wall-clock time of the reading instead, so a consumer elsewhere can tell how stale it is.
+/// A deserialised snapshot's `taken_at` is the instant it was deserialised.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Snapshot {
     /// Increases with every snapshot a tracker takes (starting at 1).
     pub sequence: u64,
-    /// When it was taken.
+    /// When it was taken (the instant given to
+    /// [`snapshot_at`](crate::SessionTracker::snapshot_at), `Instant::now()` otherwise).
+    #[cfg_attr(feature = "serde", serde(skip, default = "Instant::now"))]
     pub taken_at: Instant,
+    /// Wall-clock time of the reading, in milliseconds since the Unix epoch (0 if the system
+    /// clock is before it). The counts are always read now, so this is `SystemTime::now()`
+    /// at the read even when `taken_at` is a virtual instant.
+    pub taken_at_unix_ms: u64,
     /// Sessions started so far.
     pub started: u64,
     /// Sessions ended so far (the sum of `ended_by_reason`).
@@ -60,6 +72,7 @@ impl Snapshot {
         Snapshot {
             sequence,
             taken_at,
+            taken_at_unix_ms: unix_ms(SystemTime::now()),
             started: reading.started,
             ended,
             active: reading.active,
@@ -73,7 +86,7 @@ impl Snapshot {
     ///
     /// ```
     /// # use livecount_session::{Phase, SessionTracker};
-    /// # let tracker: SessionTracker = SessionTracker::new();
+    /// # let tracker = SessionTracker::new();
     /// let _session = tracker.start();
     /// assert_eq!(tracker.snapshot().in_phase(Phase::Listening), 1);
     /// ```
@@ -94,7 +107,7 @@ impl Snapshot {
     /// ```
     /// # use livecount_session::SessionTracker;
     /// # use std::time::Duration;
-    /// # let tracker: SessionTracker = SessionTracker::new();
+    /// # let tracker = SessionTracker::new();
     /// let s = tracker.snapshot();
     /// assert_eq!(s.age(s.taken_at + Duration::from_secs(30)), Duration::from_secs(30));
     /// ```
@@ -107,7 +120,7 @@ impl Snapshot {
     ///
     /// ```
     /// # use livecount_session::SessionTracker;
-    /// # let tracker: SessionTracker = SessionTracker::new();
+    /// # let tracker = SessionTracker::new();
     /// assert!(tracker.snapshot().is_consistent());
     /// ```
     pub fn is_consistent(&self) -> bool {
@@ -116,4 +129,12 @@ impl Snapshot {
             && self.ended == self.ended_by_reason.total()
             && self.listening + self.generating == self.active
     }
+}
+
+/// Milliseconds from the Unix epoch to `time`, 0 before it, saturating far after.
+fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }

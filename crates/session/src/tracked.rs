@@ -20,23 +20,42 @@ use crate::reporter::Reporter;
 use crate::session::{EndHandle, Session};
 use crate::tracker::SessionTracker;
 
-/// The error of a [`Tracked`] future whose deadline passed first (the session ended
-/// [`EndReason::TimedOut`]).
+/// The error of a [`Tracked`] future whose session ended before the future finished: its
+/// deadline passed ([`EndReason::TimedOut`]) or something else ended it (an [`EndHandle`],
+/// [`SessionTracker::end`] / [`end_all`](SessionTracker::end_all), the reaper). `reason` is
+/// the reason the session recorded, whoever won.
 ///
 /// ```
-/// use livecount_session::TimedOut;
-/// assert_eq!(TimedOut.to_string(), "session deadline elapsed");
+/// use livecount_session::{EndReason, EndedEarly};
+///
+/// let e = EndedEarly { reason: EndReason::TimedOut };
+/// assert!(e.is_timeout());
+/// assert_eq!(e.to_string(), "session ended (timed_out) before the future finished");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TimedOut;
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EndedEarly {
+    /// Why the session ended.
+    pub reason: EndReason,
+}
 
-impl fmt::Display for TimedOut {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("session deadline elapsed")
+impl EndedEarly {
+    /// Whether the deadline ended it.
+    pub fn is_timeout(&self) -> bool {
+        self.reason == EndReason::TimedOut
     }
 }
 
-impl std::error::Error for TimedOut {}
+impl fmt::Display for EndedEarly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "session ended ({}) before the future finished",
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for EndedEarly {}
 
 /// Owns the session while it is tracked; ends it `Cancelled` if dropped unfinished (the
 /// future or stream dropped, its task aborted).
@@ -50,10 +69,16 @@ impl<C: Counter, M> Drop for CancelOnDrop<C, M> {
 
 pin_project! {
     /// A future run as a session: ends it [`Completed`](EndReason::Completed) when the future
-    /// finishes, [`TimedOut`](EndReason::TimedOut) when the deadline passes first (resolving
-    /// to `Err(TimedOut)`), and [`Cancelled`](EndReason::Cancelled) when dropped unfinished
-    /// (including `JoinHandle::abort`). An end from an [`EndHandle`] meanwhile (a disconnect)
-    /// wins the reason but does not stop the future: stop the handler yourself.
+    /// finishes (resolving to `Ok(output)`), [`TimedOut`](EndReason::TimedOut) when the
+    /// deadline passes first, and [`Cancelled`](EndReason::Cancelled) when dropped unfinished
+    /// (including `JoinHandle::abort`).
+    ///
+    /// An end from anywhere else (an [`EndHandle`], [`SessionTracker::end`] /
+    /// [`end_all`](SessionTracker::end_all), the reaper) wakes it, and at that poll it stops
+    /// polling the inner future and resolves to `Err(EndedEarly { reason })` with the
+    /// recorded reason, so the task (and whatever the future holds, once the `Tracked` is
+    /// dropped, which `.await` and a spawned task's completion do at once) goes away with the
+    /// count. A deadline ends it the same way: `Err(EndedEarly { reason: TimedOut })`.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -61,7 +86,7 @@ pin_project! {
     /// use livecount_session::{EndReason, SessionTracker, Tracked};
     /// use std::time::Duration;
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// let tracked = Tracked::new(tracker.start(), async { 42 }, Duration::from_secs(5));
     /// let handle = tracked.handle();
     /// assert_eq!(tracked.await, Ok(42));
@@ -74,7 +99,8 @@ pin_project! {
         future: F,
         #[pin]
         deadline: Sleep,
-        session: Option<CancelOnDrop<C, M>>,
+        session: CancelOnDrop<C, M>,
+        done: bool,
     }
 }
 
@@ -84,39 +110,63 @@ impl<F: Future, C: Counter, M> Tracked<F, C, M> {
         Tracked {
             future,
             deadline: tokio::time::sleep(timeout),
-            session: Some(CancelOnDrop(session)),
+            session: CancelOnDrop(session),
+            done: false,
         }
     }
+}
 
-    /// A handle on the tracked session (for a disconnect detector, say).
+impl<F, C: Counter, M> Tracked<F, C, M> {
+    /// A handle on the tracked session (for a disconnect detector, say). Valid at any time:
+    /// after the end it is a handle on an ended session (`is_ended()`, its `reason()`).
     ///
-    /// # Panics
-    ///
-    /// If called after the future completed.
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # use livecount_session::{EndReason, SessionTracker};
+    /// # use std::time::Duration;
+    /// let tracker = SessionTracker::new();
+    /// let mut tracked = std::pin::pin!(tracker.track(async {}, Duration::from_secs(5)));
+    /// tracked.as_mut().await.unwrap();
+    /// assert_eq!(tracked.handle().reason(), Some(EndReason::Completed));
+    /// # }
+    /// ```
     pub fn handle(&self) -> EndHandle<C, M> {
-        self.session
-            .as_ref()
-            .expect("Tracked::handle after completion")
-            .0
-            .handle()
+        self.session.0.handle()
     }
 }
 
 impl<F: Future, C: Counter, M> Future for Tracked<F, C, M> {
-    type Output = Result<F::Output, TimedOut>;
+    type Output = Result<F::Output, EndedEarly>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        assert!(this.session.is_some(), "Tracked polled after completion");
+        assert!(!*this.done, "Tracked polled after completion");
+        let session = &this.session.0;
+        if let Some(reason) = session.reason() {
+            // Ended elsewhere: stop here, without polling the future again.
+            *this.done = true;
+            return Poll::Ready(Err(EndedEarly { reason }));
+        }
         if let Poll::Ready(output) = this.future.poll(cx) {
-            finish(this.session, EndReason::Completed);
+            *this.done = true;
+            session.end(EndReason::Completed); // `false` if an end raced in: the work is done
             return Poll::Ready(Ok(output));
         }
         if this.deadline.poll(cx).is_ready() {
-            finish(this.session, EndReason::TimedOut);
-            return Poll::Ready(Err(TimedOut));
+            *this.done = true;
+            return Poll::Ready(Err(EndedEarly {
+                reason: end_for(session, EndReason::TimedOut),
+            }));
         }
-        Poll::Pending
+        // Register for the end last: an end from now on wakes this task.
+        match session.poll_ended(cx) {
+            Poll::Ready(reason) => {
+                *this.done = true;
+                Poll::Ready(Err(EndedEarly { reason }))
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -124,8 +174,12 @@ pin_project! {
     /// A stream run as a session: every item records activity (`touch`), the end of the
     /// stream ends the session [`Completed`](EndReason::Completed), the deadline passing ends
     /// it [`TimedOut`](EndReason::TimedOut) and the stream, and dropping it unfinished ends it
-    /// [`Cancelled`](EndReason::Cancelled). After an end from an [`EndHandle`] (a disconnect)
-    /// the stream yields `None` at its next poll.
+    /// [`Cancelled`](EndReason::Cancelled).
+    ///
+    /// An end from anywhere else (an [`EndHandle`], [`SessionTracker::end`] /
+    /// [`end_all`](SessionTracker::end_all), the reaper) wakes the task polling it, and the
+    /// stream yields `None` at that poll without polling its source again, even if the source
+    /// never yields.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -133,7 +187,7 @@ pin_project! {
     /// use livecount_session::{EndReason, SessionTracker, TrackedStream};
     /// use std::time::Duration;
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// let (tx, rx) = tokio::sync::mpsc::channel::<&str>(4);
     /// let frames = futures_stream(rx);
     /// let stream = TrackedStream::new(tracker.start(), frames, Duration::from_secs(30));
@@ -166,7 +220,8 @@ pin_project! {
         stream: S,
         #[pin]
         deadline: Sleep,
-        session: Option<CancelOnDrop<C, M>>,
+        session: CancelOnDrop<C, M>,
+        done: bool,
     }
 }
 
@@ -176,25 +231,19 @@ impl<S: Stream, C: Counter, M> TrackedStream<S, C, M> {
         TrackedStream {
             stream,
             deadline: tokio::time::sleep(timeout),
-            session: Some(CancelOnDrop(session)),
+            session: CancelOnDrop(session),
+            done: false,
         }
-    }
-
-    /// A handle on the tracked session.
-    ///
-    /// # Panics
-    ///
-    /// If called after the stream ended.
-    pub fn handle(&self) -> EndHandle<C, M> {
-        self.session
-            .as_ref()
-            .expect("TrackedStream::handle after the stream ended")
-            .0
-            .handle()
     }
 }
 
 impl<S, C: Counter, M> TrackedStream<S, C, M> {
+    /// A handle on the tracked session. Valid at any time: after the stream ended it is a
+    /// handle on an ended session (`is_ended()`, its `reason()`).
+    pub fn handle(&self) -> EndHandle<C, M> {
+        self.session.0.handle()
+    }
+
     /// Moves the tracked session to `phase`; `false` once it has ended.
     ///
     /// ```
@@ -203,7 +252,7 @@ impl<S, C: Counter, M> TrackedStream<S, C, M> {
     /// use livecount_session::{Phase, SessionTracker};
     /// use std::time::Duration;
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// # struct Never;
     /// # impl futures_core::Stream for Never {
     /// #     type Item = ();
@@ -216,10 +265,7 @@ impl<S, C: Counter, M> TrackedStream<S, C, M> {
     /// # }
     /// ```
     pub fn set_phase(self: Pin<&mut Self>, phase: Phase) -> bool {
-        match self.project().session {
-            Some(guard) => guard.0.set_phase(phase),
-            None => false,
-        }
+        self.project().session.0.set_phase(phase)
     }
 }
 
@@ -228,38 +274,48 @@ impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
         let this = self.project();
-        let Some(session) = this.session.as_ref() else {
+        if *this.done {
             return Poll::Ready(None);
-        };
-        if session.0.reason().is_some() {
+        }
+        let session = &this.session.0;
+        if session.reason().is_some() {
             // Ended elsewhere (a disconnect, the reaper, a shutdown): stop here.
-            *this.session = None;
+            *this.done = true;
             return Poll::Ready(None);
         }
         // The deadline first, so a stream that is always ready cannot outrun it.
         if this.deadline.poll(cx).is_ready() {
-            finish(this.session, EndReason::TimedOut);
+            *this.done = true;
+            session.end(EndReason::TimedOut);
             return Poll::Ready(None);
         }
         match this.stream.poll_next(cx) {
             Poll::Ready(Some(item)) => {
-                session.0.touch();
+                session.touch();
                 Poll::Ready(Some(item))
             }
             Poll::Ready(None) => {
-                finish(this.session, EndReason::Completed);
+                *this.done = true;
+                session.end(EndReason::Completed);
                 Poll::Ready(None)
             }
-            Poll::Pending => Poll::Pending,
+            // Register for the end last: an end from now on wakes this task.
+            Poll::Pending => match session.poll_ended(cx) {
+                Poll::Ready(_) => {
+                    *this.done = true;
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            },
         }
     }
 }
 
-/// Ends the tracked session for `reason` and lets it go.
-fn finish<C: Counter, M>(session: &mut Option<CancelOnDrop<C, M>>, reason: EndReason) {
-    if let Some(guard) = session.take() {
-        guard.0.end(reason); // the guard's drop then finds it ended and does nothing
-    }
+/// Ends `session` for `reason` and returns the reason it recorded (another, if an end raced
+/// in first).
+fn end_for<C: Counter, M>(session: &Session<C, M>, reason: EndReason) -> EndReason {
+    session.end(reason);
+    session.reason().unwrap_or(reason)
 }
 
 impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
@@ -269,23 +325,94 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// use livecount_session::{EndReason, SessionTracker, TimedOut};
+    /// use livecount_session::{EndReason, EndedEarly, SessionTracker};
     /// use std::time::Duration;
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// let slow = tokio::time::sleep(Duration::from_secs(60));
-    /// assert_eq!(tracker.track(slow, Duration::from_secs(1)).await, Err(TimedOut));
+    /// let ended = tracker.track(slow, Duration::from_secs(1)).await.unwrap_err();
+    /// assert_eq!(ended, EndedEarly { reason: EndReason::TimedOut });
     /// assert_eq!(tracker.snapshot().ended_by(EndReason::TimedOut), 1);
     /// # }
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](SessionTracker::start) does.
     pub fn track<F: Future>(&self, future: F, timeout: Duration) -> Tracked<F, C, M> {
         Tracked::new(self.start(), future, timeout)
     }
 
+    /// [`track`](SessionTracker::track) with the session carrying `metadata` (returned by the
+    /// registry walks, like [`start_with`](SessionTracker::start_with)'s).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use livecount_session::SessionTracker;
+    /// use std::time::Duration;
+    ///
+    /// let tracker = SessionTracker::<livecount::PerThread, &str>::default();
+    /// let tracked = tracker.track_with("tenant-7", async { 1 }, Duration::from_secs(5));
+    /// assert_eq!(tracker.sessions()[0].metadata, Some("tenant-7"));
+    /// assert_eq!(tracked.await, Ok(1));
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](SessionTracker::start) does.
+    pub fn track_with<F: Future>(
+        &self,
+        metadata: M,
+        future: F,
+        timeout: Duration,
+    ) -> Tracked<F, C, M> {
+        Tracked::new(self.start_with(metadata), future, timeout)
+    }
+
     /// Starts a session and runs `stream` as it, with a deadline `timeout` from now: see
     /// [`TrackedStream`].
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](SessionTracker::start) does.
     pub fn track_stream<S: Stream>(&self, stream: S, timeout: Duration) -> TrackedStream<S, C, M> {
         TrackedStream::new(self.start(), stream, timeout)
+    }
+
+    /// [`track_stream`](SessionTracker::track_stream) with the session carrying `metadata`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use livecount_session::SessionTracker;
+    /// use std::time::Duration;
+    ///
+    /// # struct Never;
+    /// # impl futures_core::Stream for Never {
+    /// #     type Item = ();
+    /// #     fn poll_next(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>)
+    /// #         -> std::task::Poll<Option<()>> { std::task::Poll::Pending }
+    /// # }
+    /// let tracker = SessionTracker::<livecount::PerThread, String>::default();
+    /// let peer = "10.0.0.7:5100".to_owned();
+    /// let stream = tracker.track_stream_with(peer, Never, Duration::from_secs(5));
+    /// assert_eq!(stream.handle().id(), tracker.sessions()[0].id);
+    /// assert_eq!(tracker.sessions()[0].metadata.as_deref(), Some("10.0.0.7:5100"));
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](SessionTracker::start) does.
+    pub fn track_stream_with<S: Stream>(
+        &self,
+        metadata: M,
+        stream: S,
+        timeout: Duration,
+    ) -> TrackedStream<S, C, M> {
+        TrackedStream::new(self.start_with(metadata), stream, timeout)
     }
 }
 
@@ -294,13 +421,21 @@ impl<C: Counter + 'static, M: Clone + Send + Sync + 'static> SessionTracker<C, M
     /// idle longer than `idle_longer_than`. Time is tokio's clock, so a paused test runtime
     /// reaps by virtual time. Abort the returned handle to stop it.
     ///
+    /// Each reaped session's tracked future or stream is woken and ends at once (see
+    /// [`TrackedStream`]).
+    ///
+    /// # Panics
+    ///
+    /// At the call (not inside the task) if `every` is zero, and, as `tokio::spawn` does,
+    /// outside a tokio runtime.
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// use livecount_session::SessionTracker;
     /// use std::time::Duration;
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// let reaper = tracker.spawn_reaper(Duration::from_secs(10), Duration::from_secs(60));
     /// std::mem::forget(tracker.start()); // leaked guard
     /// tokio::time::sleep(Duration::from_secs(75)).await;
@@ -309,6 +444,10 @@ impl<C: Counter + 'static, M: Clone + Send + Sync + 'static> SessionTracker<C, M
     /// # }
     /// ```
     pub fn spawn_reaper(&self, every: Duration, idle_longer_than: Duration) -> JoinHandle<()> {
+        assert!(
+            !every.is_zero(),
+            "spawn_reaper: the reaping period `every` must be non-zero"
+        );
         let tracker = self.clone();
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
@@ -324,6 +463,12 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> Reporter<C, M> {
     /// Spawns a task that samples every [`interval`](Reporter::interval), stamping snapshots
     /// with tokio's clock. Abort the returned handle to stop it.
     ///
+    /// The interval is never zero ([`with_interval`](Reporter::with_interval) refuses it).
+    ///
+    /// # Panics
+    ///
+    /// As `tokio::spawn` does, outside a tokio runtime.
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -331,7 +476,7 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> Reporter<C, M> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     ///
-    /// let reporter = Arc::new(Reporter::new(SessionTracker::<livecount::Sharded>::new()));
+    /// let reporter = Arc::new(Reporter::new(SessionTracker::<livecount::Sharded>::default()));
     /// let task = Arc::clone(&reporter).spawn();
     /// tokio::time::sleep(Duration::from_secs(25)).await; // samples at 0 s, 10 s, 20 s
     /// let report = reporter.latest().unwrap();

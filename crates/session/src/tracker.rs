@@ -12,6 +12,7 @@ use crate::reason::EndReason;
 use crate::registry::{Registry, Shared};
 use crate::session::{Session, SessionId, SessionInfo};
 use crate::snapshot::Snapshot;
+use crate::start_error::StartError;
 use crate::tally::Tally;
 
 /// Counts live sessions over any `livecount` counter `C`, keeps a registry of them, and hands
@@ -28,7 +29,7 @@ use crate::tally::Tally;
 /// ```
 /// use livecount_session::{EndReason, SessionTracker};
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
+/// let tracker = SessionTracker::new();
 /// let session = tracker.start();
 /// assert_eq!(tracker.active(), 1);
 /// assert!(session.end(EndReason::Completed));
@@ -41,7 +42,7 @@ use crate::tally::Tally;
 /// use livecount::Striped;
 /// use livecount_session::SessionTracker;
 ///
-/// let tracker = SessionTracker::<Striped>::new();
+/// let tracker = SessionTracker::<Striped>::default();
 /// let workers: Vec<_> = (0..4)
 ///     .map(|_| {
 ///         let tracker = tracker.clone();
@@ -62,16 +63,34 @@ pub struct SessionTracker<C: Counter = PerThread, M = ()> {
     shared: Arc<Shared<C, M>>,
 }
 
-impl<C: Counter + Default, M: Send + Sync + 'static> SessionTracker<C, M> {
-    /// A tracker with no sessions, over default-constructed counters.
+impl SessionTracker {
+    /// A tracker with no sessions over the default counter ([`PerThread`]) and no metadata,
+    /// so a plain `SessionTracker::new()` needs no annotation.
+    ///
+    /// Another counter or metadata type: [`SessionTracker::default`] with the types named
+    /// (`SessionTracker::<Sharded>::default()`, `SessionTracker::<PerThread, String>::default()`),
+    /// or [`with_counters`](SessionTracker::with_counters) for counters built by hand.
+    ///
+    /// ```
+    /// use livecount_session::SessionTracker;
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let _session = tracker.start();
+    /// assert_eq!(tracker.active(), 1);
+    ///
+    /// let sharded = SessionTracker::<livecount::Sharded>::default();
+    /// let tagged = SessionTracker::<livecount::PerThread, &str>::default();
+    /// # let _ = (sharded.start(), tagged.start_with("tenant"));
+    /// ```
     pub fn new() -> Self {
-        SessionTracker::with_counters(C::default(), C::default())
+        SessionTracker::default()
     }
 }
 
 impl<C: Counter + Default, M: Send + Sync + 'static> Default for SessionTracker<C, M> {
+    /// A tracker with no sessions, over default-constructed counters.
     fn default() -> Self {
-        SessionTracker::new()
+        SessionTracker::with_counters(C::default(), C::default())
     }
 }
 
@@ -101,10 +120,41 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     ///
     /// # Panics
     ///
-    /// If the registry is full (more than 4096 threads starting sessions at once); nothing is
-    /// counted then.
+    /// Where [`try_start`](SessionTracker::try_start) fails: on a thread past the registry's
+    /// limit of [`StartError::MAX_THREADS`] (4096) threads alive at once that use it; nothing
+    /// is counted then.
     pub fn start(&self) -> Session<C, M> {
-        Session::new(Registry::start(&self.shared, None, self.shared.clock.now()))
+        self.try_start_inner(None)
+            .unwrap_or_else(|e| panic!("livecount-session: {e}"))
+    }
+
+    /// Starts a session, or says why it cannot: [`StartError::ThreadLimit`] on a thread past
+    /// the registry's limit of [`StartError::MAX_THREADS`] threads alive at once (the limit of
+    /// `sharded-slab`, which the registry is). Nothing is counted on an error.
+    ///
+    /// `sharded-slab` reports that limit by panicking; `try_start` catches the panic (after
+    /// the panic hook has printed it) and returns the error, so a build with
+    /// `panic = "abort"` aborts there instead.
+    ///
+    /// ```
+    /// use livecount_session::SessionTracker;
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let session = tracker.try_start().expect("far below 4096 threads");
+    /// assert_eq!(tracker.active(), 1);
+    /// # drop(session);
+    /// ```
+    pub fn try_start(&self) -> Result<Session<C, M>, StartError> {
+        self.try_start_inner(None)
+    }
+
+    /// [`try_start`](SessionTracker::try_start) with `metadata`.
+    pub fn try_start_with(&self, metadata: M) -> Result<Session<C, M>, StartError> {
+        self.try_start_inner(Some(metadata))
+    }
+
+    fn try_start_inner(&self, metadata: Option<M>) -> Result<Session<C, M>, StartError> {
+        Registry::start(&self.shared, metadata, self.shared.clock.now()).map(Session::new)
     }
 
     /// Starts a session carrying `metadata`.
@@ -112,16 +162,17 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     /// use livecount_session::SessionTracker;
     ///
-    /// let tracker: SessionTracker<livecount::PerThread, String> = SessionTracker::new();
+    /// let tracker = SessionTracker::<livecount::PerThread, String>::default();
     /// let session = tracker.start_with("voice/tenant-42".to_owned());
     /// assert_eq!(session.metadata().map(String::as_str), Some("voice/tenant-42"));
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](SessionTracker::start) does.
     pub fn start_with(&self, metadata: M) -> Session<C, M> {
-        Session::new(Registry::start(
-            &self.shared,
-            Some(metadata),
-            self.shared.clock.now(),
-        ))
+        self.try_start_inner(Some(metadata))
+            .unwrap_or_else(|e| panic!("livecount-session: {e}"))
     }
 
     /// The number of live sessions: one read of the total counter, with its read guarantee.
@@ -135,7 +186,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     /// use livecount_session::{EndReason, SessionTracker};
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// let session = tracker.start();
     /// assert!(tracker.end(session.id(), EndReason::Shutdown));
     /// assert_eq!(session.reason(), Some(EndReason::Shutdown));
@@ -154,7 +205,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     /// use livecount_session::{EndReason, SessionTracker};
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// let sessions = [tracker.start(), tracker.start()];
     /// assert_eq!(tracker.end_all(EndReason::Shutdown), 2);
     /// assert_eq!(tracker.active(), 0);
@@ -179,7 +230,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     /// # use livecount_session::SessionTracker;
     /// # use std::time::{Duration, Instant};
-    /// # let tracker: SessionTracker = SessionTracker::new();
+    /// # let tracker = SessionTracker::new();
     /// let t = Instant::now() + Duration::from_secs(60);
     /// assert_eq!(tracker.snapshot_at(t).taken_at, t);
     /// ```
@@ -211,7 +262,7 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
     /// use livecount_session::{EndReason, SessionTracker};
     /// use std::time::Duration;
     ///
-    /// let tracker: SessionTracker = SessionTracker::new();
+    /// let tracker = SessionTracker::new();
     /// std::mem::forget(tracker.start()); // a ghost: its guard will never drop
     /// assert_eq!(tracker.active(), 1);
     /// let reaped = tracker.reap(Duration::ZERO);
@@ -228,7 +279,7 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     /// # use livecount_session::SessionTracker;
     /// # use std::time::{Duration, Instant};
-    /// # let tracker: SessionTracker = SessionTracker::new();
+    /// # let tracker = SessionTracker::new();
     /// let session = tracker.start();
     /// let limit = Duration::from_secs(60);
     /// assert!(tracker.reap_at(Instant::now(), limit).is_empty()); // active recently

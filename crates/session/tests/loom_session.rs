@@ -1,10 +1,16 @@
 //! loom models of the session ending protocol: exhaustive interleavings (with a preemption
-//! bound) of racing enders, a phase change racing an end, the reaper racing a normal end, and
-//! snapshots / their publication racing ends, under the C++11 memory model.
+//! bound) of racing enders, a phase change racing an end, the reaper racing a normal end,
+//! snapshots / their publication racing ends, phase changes from a handle racing the owner's
+//! and an end, and an end racing a poll that registers for it (no lost wake-up), under the
+//! C++11 memory model.
 //!
 //! What loom explores: the per-session state word, the two token cells (loom's `UnsafeCell`
 //! reports any access that is not exclusive), the `livecount` counters and the per-reason
-//! cells, all of which switch to loom types under `--cfg livecount_loom`. The registry
+//! cells, and the end signal (the owner's waker slot, modelled by loom's `AtomicWaker`, and the
+//! `ended()` waiter list behind a loom mutex), all of which switch to loom types under
+//! `--cfg livecount_loom`. A lost wake-up shows as a deadlock: `loom::future::block_on` parks
+//! the polling thread until its waker is woken, and loom fails an execution in which every
+//! thread is parked. The registry
 //! (sharded-slab and the key journal) keeps `std` atomics and mutexes, which loom sees as
 //! single steps: it is present but not explored.
 //!
@@ -12,6 +18,7 @@
 //! Each model uses at most four threads including the main thread.
 #![cfg(livecount_loom)]
 
+use std::future::poll_fn;
 use std::time::{Duration, Instant};
 
 use livecount::{Counter, Sharded, Single};
@@ -57,7 +64,7 @@ fn assert_balanced<C: Counter>(tracker: &SessionTracker<C>, sessions: u64) -> Sn
 #[test]
 fn three_enders_race_the_drop() {
     model(3, || {
-        let tracker = SessionTracker::<Single>::new();
+        let tracker = SessionTracker::<Single>::default();
         let session = tracker.start();
         let enders: Vec<_> = [
             EndReason::TimedOut,
@@ -91,7 +98,7 @@ fn three_enders_race_the_drop() {
 #[test]
 fn phase_change_races_end() {
     model(3, || {
-        let tracker = SessionTracker::<Single>::new();
+        let tracker = SessionTracker::<Single>::default();
         let mut session = tracker.start();
         let enders: Vec<_> = [EndReason::TimedOut, EndReason::Disconnected]
             .into_iter()
@@ -122,7 +129,7 @@ fn phase_change_races_end() {
 #[test]
 fn reaper_races_a_normal_end() {
     model(3, || {
-        let tracker = SessionTracker::<Single>::new();
+        let tracker = SessionTracker::<Single>::default();
         let session = tracker.start();
         let handle = session.handle();
         let completer = thread::spawn(move || handle.end(EndReason::Completed));
@@ -155,7 +162,7 @@ fn reaper_races_a_normal_end() {
 #[test]
 fn four_enders_by_handle_and_id() {
     model(3, || {
-        let tracker = SessionTracker::<Single>::new();
+        let tracker = SessionTracker::<Single>::default();
         let session = tracker.start();
         let id = session.id();
         let mut enders: Vec<_> = [EndReason::TimedOut, EndReason::Cancelled]
@@ -243,5 +250,128 @@ fn publication_is_never_torn() {
         let report = reporter.sample();
         assert!(report.snapshot.is_consistent());
         assert_eq!(report.snapshot.ended, 1);
+    });
+}
+
+/// An end from a handle races the owner's poll that registers for it: the poll either sees the
+/// end or is woken by it (a lost wake-up would leave `block_on` parked: a loom deadlock).
+#[test]
+fn end_wakes_the_owner_polling_for_it() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::default();
+        let session = tracker.start();
+        let handle = session.handle();
+        let ender = thread::spawn(move || handle.end(EndReason::Disconnected));
+        let reason = loom::future::block_on(poll_fn(|cx| session.poll_ended(cx)));
+        assert_eq!(reason, EndReason::Disconnected);
+        assert!(ender.join().unwrap());
+        drop(session);
+        assert_balanced(&tracker, 1);
+    });
+}
+
+/// A shutdown by id and the reaper race each other and the owner's poll: whichever wins, the
+/// owner wakes with its reason.
+#[test]
+fn tracker_end_and_reaper_wake_the_owner() {
+    model(2, || {
+        let tracker = SessionTracker::<Single>::default();
+        let session = tracker.start();
+        let id = session.id();
+        let by_id = {
+            let tracker = tracker.clone();
+            thread::spawn(move || tracker.end(id, EndReason::Shutdown))
+        };
+        let reaper = {
+            let tracker = tracker.clone();
+            let later = Instant::now() + Duration::from_secs(3600);
+            thread::spawn(move || tracker.reap_at(later, Duration::from_secs(60)).len())
+        };
+        let reason = loom::future::block_on(poll_fn(|cx| session.poll_ended(cx)));
+        let by_id = by_id.join().unwrap();
+        let reaped = reaper.join().unwrap();
+        assert_eq!(
+            usize::from(by_id) + reaped,
+            1,
+            "exactly one of them ends it"
+        );
+        let expected = if by_id {
+            EndReason::Shutdown
+        } else {
+            EndReason::Reaped
+        };
+        assert_eq!(reason, expected);
+        drop(session);
+        assert_balanced(&tracker, 1);
+    });
+}
+
+/// Two `ended()` waiters on their own threads (one on a clone, one sharing nothing else) race
+/// the end: both wake with the reason.
+#[test]
+fn end_wakes_every_ended_waiter() {
+    model(2, || {
+        let tracker = SessionTracker::<Single>::default();
+        let session = tracker.start();
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let handle = session.handle();
+                thread::spawn(move || loom::future::block_on(handle.ended()))
+            })
+            .collect();
+        assert!(session.end(EndReason::Failed));
+        for waiter in waiters {
+            assert_eq!(waiter.join().unwrap(), EndReason::Failed);
+        }
+        drop(session);
+        assert_balanced(&tracker, 1);
+    });
+}
+
+/// A generator thread sets the phase through a handle while the owner changes it too: the
+/// `generating` count always matches the phase that stayed.
+#[test]
+fn handle_set_phase_races_the_owners() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::default();
+        let mut session = tracker.start();
+        let handle = session.handle();
+        let generator = thread::spawn(move || handle.set_phase(Phase::Generating));
+        assert!(session.set_phase(Phase::Generating));
+        assert!(session.set_phase(Phase::Listening));
+        assert!(generator.join().unwrap(), "live: the set_phase took effect");
+        let generating = u64::from(session.phase() == Some(Phase::Generating));
+        let s = tracker.snapshot();
+        assert_eq!(
+            (s.generating, s.listening),
+            (generating, 1 - generating),
+            "{s:?}"
+        );
+        drop(session);
+        assert_balanced(&tracker, 1);
+    });
+}
+
+/// A phase change through a handle races the owner's and an end: the phase token is given
+/// back exactly once, and an ended session reports `false`.
+#[test]
+fn handle_set_phase_races_an_end() {
+    model(2, || {
+        let tracker = SessionTracker::<Single>::default();
+        let mut session = tracker.start();
+        let generator = {
+            let handle = session.handle();
+            thread::spawn(move || handle.set_phase(Phase::Generating))
+        };
+        let ender = {
+            let handle = session.handle();
+            thread::spawn(move || handle.end(EndReason::TimedOut))
+        };
+        session.set_phase(Phase::Generating);
+        generator.join().unwrap();
+        assert!(ender.join().unwrap());
+        assert!(!session.set_phase(Phase::Listening), "ended");
+        drop(session);
+        assert_balanced(&tracker, 1);
     });
 }

@@ -1,6 +1,6 @@
-//! A proptest state machine: random programs of start / set-phase / touch / end / clone-handle
-//! / drop / forget / advance-the-clock / reap / snapshot, run against the tracker and against
-//! a plain model, for every counter.
+//! A proptest state machine: random programs of start / set-phase (by the guard or a handle) /
+//! touch / end / clone-handle / drop / forget / advance-the-clock / reap / snapshot, run
+//! against the tracker and against a plain model, for every counter.
 //!
 //! Checked after every step: the snapshot equals the model's counts (so `active = started -
 //! ended`, phases sum to `active`, reasons sum to `ended`), every `end` returns `true` exactly
@@ -46,6 +46,7 @@ struct Model {
 enum Step {
     Start,
     SetPhase(usize, Phase),
+    SetPhaseByHandle(usize, Phase),
     Touch(usize),
     TouchByHandle(usize),
     End(usize, EndReason),
@@ -76,7 +77,8 @@ impl ReferenceStateMachine for Model {
         let phase = prop::sample::select(Phase::ALL.to_vec());
         prop_oneof![
             3 => Just(Step::Start),
-            2 => (0..n, phase).prop_map(|(i, p)| Step::SetPhase(i, p)),
+            2 => (0..n, phase.clone()).prop_map(|(i, p)| Step::SetPhase(i, p)),
+            2 => (0..h, phase).prop_map(|(i, p)| Step::SetPhaseByHandle(i, p)),
             1 => (0..n).prop_map(Step::Touch),
             1 => (0..h).prop_map(Step::TouchByHandle),
             2 => (0..n, reason()).prop_map(|(i, r)| Step::End(i, r)),
@@ -97,6 +99,7 @@ impl ReferenceStateMachine for Model {
             Step::SetPhase(i, _) | Step::Touch(i) | Step::End(i, _) | Step::Drop(i) => guard(i),
             Step::Forget(i) | Step::CloneHandle(i) => guard(i),
             Step::TouchByHandle(h) | Step::EndByHandle(h, _) => h < state.handles.len(),
+            Step::SetPhaseByHandle(h, _) => h < state.handles.len(),
             Step::Start | Step::Advance(_) | Step::Reap(_) | Step::Snapshot => true,
         }
     }
@@ -116,6 +119,13 @@ impl ReferenceStateMachine for Model {
                 // `set_phase` also touches, at the real clock, which is behind the virtual
                 // one: no change to the virtual last activity.
                 if state.sessions[i].ended.is_none() {
+                    state.sessions[i].phase = phase;
+                }
+            }
+            Step::SetPhaseByHandle(h, phase) => {
+                let i = state.handles[h];
+                state.expect_end = state.sessions[i].ended.is_none(); // what it returns
+                if state.expect_end {
                     state.sessions[i].phase = phase;
                 }
             }
@@ -179,7 +189,7 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
 
     fn init_test(_: &Model) -> System<C> {
         System {
-            tracker: SessionTracker::new(),
+            tracker: SessionTracker::default(),
             base: Instant::now(),
             guards: Vec::new(),
             ids: Vec::new(),
@@ -200,6 +210,9 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
                 let live = model.sessions[i].ended.is_none();
                 let session = sys.guards[i].as_mut().unwrap();
                 assert_eq!(session.set_phase(phase), live);
+            }
+            Step::SetPhaseByHandle(h, phase) => {
+                assert_eq!(sys.handles[h].set_phase(phase), model.expect_end);
             }
             Step::Touch(i) => guard(&sys, i).touch_at(now),
             Step::TouchByHandle(h) => sys.handles[h].touch_at(now),
@@ -255,6 +268,11 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
             listed, expected,
             "the registry lists exactly the live sessions"
         );
+        for (handle, &i) in sys.handles.iter().zip(&model.handles) {
+            let m = &model.sessions[i];
+            assert_eq!(handle.phase(), m.ended.is_none().then_some(m.phase));
+            assert_eq!(handle.reason(), m.ended);
+        }
         for (i, m) in model.sessions.iter().enumerate() {
             if let Some(guard) = &sys.guards[i] {
                 assert_eq!(guard.reason(), m.ended);

@@ -3,8 +3,8 @@
 
 use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped};
 use livecount_session::{
-    ByReason, EndHandle, EndReason, Phase, Report, Reporter, Session, SessionId, SessionInfo,
-    SessionTracker, Snapshot, Window,
+    ByReason, EndHandle, EndReason, Ended, Phase, Report, Reporter, Session, SessionId,
+    SessionInfo, SessionTracker, Snapshot, StartError, Window,
 };
 
 fn send<T: Send>() {}
@@ -18,7 +18,10 @@ fn all_for<C: Counter + 'static>() {
     send_sync_static::<Session<C, String>>();
     send_sync_static::<EndHandle<C>>();
     send_sync_static::<Reporter<C>>();
+    send_sync::<Ended<'_, C>>(); // an `ended()` future can be awaited in a spawned task
 }
+
+fn send_sync<T: Send + Sync>() {}
 
 #[test]
 fn everything_is_send_and_sync() {
@@ -32,6 +35,7 @@ fn everything_is_send_and_sync() {
     send_sync_static::<Window>();
     send_sync_static::<ByReason>();
     send_sync_static::<SessionInfo<String>>();
+    send_sync_static::<StartError>();
     send::<SessionId>();
     sync::<EndReason>();
     sync::<Phase>();
@@ -65,6 +69,7 @@ fn tracked_futures_can_be_spawned() {
     let stream: TrackedStream<_, PerThread, ()> =
         tracker.track_stream(Rx(rx), std::time::Duration::from_secs(1));
     spawnable(&stream);
+    send_sync_static::<livecount_session::EndedEarly>();
     drop((tracked, stream));
     assert_eq!(tracker.snapshot().ended_by(EndReason::Cancelled), 2);
 }

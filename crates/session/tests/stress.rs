@@ -82,7 +82,7 @@ fn stress<C: Counter + Default + 'static>() {
         .enable_time()
         .build()
         .unwrap();
-    let tracker = SessionTracker::<C>::new();
+    let tracker = SessionTracker::<C>::default();
     let done = Arc::new(AtomicBool::new(false));
     let reader = {
         let (tracker, done) = (tracker.clone(), Arc::clone(&done));

@@ -1,0 +1,104 @@
+//! `serde` round trips of what a service publishes: `Snapshot`, `Report` (with its `Window`),
+//! `ByReason` as a map of reason names. The `serde` feature is on for this crate's tests
+//! through its dev-dependency on itself.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use livecount_session::{EndReason, Phase, Report, Reporter, SessionTracker, Snapshot};
+
+fn busy_tracker() -> SessionTracker {
+    let tracker = SessionTracker::new();
+    let mut talking = tracker.start();
+    talking.set_phase(Phase::Generating);
+    std::mem::forget(talking); // stays open
+    tracker.start().end(EndReason::TimedOut);
+    tracker.start().end(EndReason::Completed);
+    tracker
+}
+
+#[test]
+fn snapshot_round_trips_without_its_instant() {
+    let tracker = busy_tracker();
+    let before = SystemTime::now();
+    let snapshot = tracker.snapshot();
+    let json = serde_json::to_value(snapshot).unwrap();
+    assert!(
+        json.get("taken_at").is_none(),
+        "an Instant has no meaning elsewhere: {json}"
+    );
+    assert_eq!(json["started"], 3);
+    assert_eq!(json["active"], 1);
+    assert_eq!(json["generating"], 1);
+    assert_eq!(json["ended_by_reason"]["timed_out"], 1);
+    assert_eq!(json["ended_by_reason"]["completed"], 1);
+    assert_eq!(json["ended_by_reason"]["dropped"], 0);
+    let unix_ms = json["taken_at_unix_ms"].as_u64().unwrap();
+    let before_ms = before
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(
+        unix_ms >= before_ms && unix_ms < before_ms + 60_000,
+        "{unix_ms} vs {before_ms}"
+    );
+
+    let back: Snapshot = serde_json::from_value(json).unwrap();
+    // Everything but the process-local instant comes back.
+    assert_eq!(back.sequence, snapshot.sequence);
+    assert_eq!(back.taken_at_unix_ms, snapshot.taken_at_unix_ms);
+    assert_eq!(
+        (
+            back.started,
+            back.ended,
+            back.active,
+            back.listening,
+            back.generating
+        ),
+        (3, 2, 1, 0, 1)
+    );
+    assert_eq!(back.ended_by_reason, snapshot.ended_by_reason);
+    assert!(back.is_consistent());
+}
+
+#[test]
+fn report_round_trips_with_its_window() {
+    let tracker = busy_tracker();
+    let reporter = Reporter::new(tracker.clone());
+    let t0 = Instant::now();
+    reporter.sample_at(t0);
+    tracker.start().end(EndReason::Failed);
+    let report = reporter.sample_at(t0 + Duration::from_secs(10));
+    let json = serde_json::to_string(&*report).unwrap();
+    let back: Report = serde_json::from_str(&json).unwrap();
+    let window = back.window.expect("a window between two samples");
+    assert_eq!(window, report.window.unwrap());
+    assert_eq!(window.length, Duration::from_secs(10));
+    assert_eq!(window.ended_by_reason.get(EndReason::Failed), 1);
+    assert_eq!(back.snapshot.ended_by(EndReason::Failed), 1);
+    assert_eq!(
+        back.snapshot.taken_at_unix_ms,
+        report.snapshot.taken_at_unix_ms
+    );
+}
+
+#[test]
+fn reasons_and_phases_use_their_metric_names() {
+    for reason in EndReason::ALL {
+        assert_eq!(
+            serde_json::to_value(reason).unwrap(),
+            serde_json::Value::from(reason.as_str())
+        );
+        let back: EndReason = serde_json::from_value(reason.as_str().into()).unwrap();
+        assert_eq!(back, reason);
+    }
+    for phase in Phase::ALL {
+        assert_eq!(
+            serde_json::to_value(phase).unwrap(),
+            serde_json::Value::from(phase.as_str())
+        );
+    }
+    // A map missing reasons reads them as 0; an unknown name is an error.
+    let partial: livecount_session::ByReason = serde_json::from_str(r#"{"reaped": 4}"#).unwrap();
+    assert_eq!((partial.get(EndReason::Reaped), partial.total()), (4, 4));
+    assert!(serde_json::from_str::<livecount_session::ByReason>(r#"{"vanished": 1}"#).is_err());
+}

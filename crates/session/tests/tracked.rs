@@ -1,0 +1,276 @@
+//! The tokio adaptors against ends from elsewhere: an end from a handle, `tracker.end` /
+//! `end_all` or the reaper wakes a task blocked on a `TrackedStream` / `Tracked` whose source
+//! never yields, and it sees the end at that poll; `EndHandle::ended` wakes every waiter;
+//! handles stay valid after the end; zero periods fail at the call.
+//!
+//! Every wait is bounded by a timeout far above what a woken task needs and far below the
+//! adaptors' own deadlines (an hour), so a lost wake-up fails the test instead of hanging it.
+
+use std::future::poll_fn;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_core::Stream;
+use livecount::PerThread;
+use livecount_session::{EndHandle, EndReason, EndedEarly, Phase, Reporter, SessionTracker};
+use tokio::sync::oneshot;
+use tokio::time::timeout;
+
+/// Far longer than any test runs: only an end from elsewhere can stop an adaptor.
+const HOUR: Duration = Duration::from_secs(3600);
+/// Generous bound on "woken at once" (CI machines are noisy).
+const WAKE_BOUND: Duration = Duration::from_secs(10);
+
+/// A source that never yields; reports its first poll, so the test ends the session only once
+/// the reader is polling it.
+struct Never(Option<oneshot::Sender<()>>);
+
+impl Stream for Never {
+    type Item = u32;
+
+    fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<u32>> {
+        if let Some(polled) = self.0.take() {
+            let _ = polled.send(());
+        }
+        Poll::Pending
+    }
+}
+
+/// Starts a tracked stream over `Never` on its own task; returns its handle and the reader
+/// task, which resolves to what the stream yielded once it stopped waiting, after the
+/// reader's first poll (and a moment to park).
+async fn blocked_reader(
+    tracker: &SessionTracker,
+) -> (EndHandle, tokio::task::JoinHandle<Option<u32>>) {
+    let (polled, first_poll) = oneshot::channel();
+    let stream = tracker.track_stream(Never(Some(polled)), HOUR);
+    let handle = stream.handle();
+    let reader = tokio::spawn(async move {
+        let mut stream = pin!(stream);
+        poll_fn(|cx| stream.as_mut().poll_next(cx)).await
+    });
+    first_poll.await.expect("the reader polls the stream");
+    tokio::time::sleep(Duration::from_millis(20)).await; // let it park
+    (handle, reader)
+}
+
+async fn assert_reader_stops(reader: tokio::task::JoinHandle<Option<u32>>) {
+    let yielded = timeout(WAKE_BOUND, reader)
+        .await
+        .expect("the end did not wake the task blocked on the stream")
+        .unwrap();
+    assert_eq!(yielded, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handle_end_wakes_a_stream_whose_source_never_yields() {
+    let tracker = SessionTracker::new();
+    let (handle, reader) = blocked_reader(&tracker).await;
+    let ender = handle.clone();
+    tokio::spawn(async move { assert!(ender.end(EndReason::Disconnected)) })
+        .await
+        .unwrap();
+    assert_reader_stops(reader).await;
+    assert_eq!(handle.reason(), Some(EndReason::Disconnected));
+    assert_eq!(tracker.active(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_all_wakes_every_pending_stream() {
+    let tracker = SessionTracker::new();
+    let (first, first_reader) = blocked_reader(&tracker).await;
+    let (second, second_reader) = blocked_reader(&tracker).await;
+    assert_eq!(tracker.end_all(EndReason::Shutdown), 2);
+    assert_reader_stops(first_reader).await;
+    assert_reader_stops(second_reader).await;
+    assert_eq!(first.reason(), Some(EndReason::Shutdown));
+    assert_eq!(second.reason(), Some(EndReason::Shutdown));
+    let s = tracker.snapshot();
+    assert_eq!((s.active, s.ended_by(EndReason::Shutdown)), (0, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracker_end_by_id_wakes_a_pending_stream() {
+    let tracker = SessionTracker::new();
+    let (handle, reader) = blocked_reader(&tracker).await;
+    assert!(tracker.end(handle.id(), EndReason::Failed));
+    assert_reader_stops(reader).await;
+    assert_eq!(handle.reason(), Some(EndReason::Failed));
+}
+
+/// Paused clock: the reaper ends the idle session at about 11 s of virtual time; the test
+/// gives up at 60 s, long before the stream's own hour-long deadline would stop it.
+#[tokio::test(start_paused = true)]
+async fn reaper_wakes_a_pending_stream() {
+    let tracker = SessionTracker::new();
+    let reaper = tracker.spawn_reaper(Duration::from_secs(1), Duration::from_secs(10));
+    let (handle, reader) = blocked_reader(&tracker).await;
+    let yielded = timeout(Duration::from_secs(60), reader)
+        .await
+        .expect("the reaper's end did not wake the task blocked on the stream")
+        .unwrap();
+    assert_eq!(yielded, None);
+    assert_eq!(handle.reason(), Some(EndReason::Reaped));
+    assert_eq!(tracker.active(), 0);
+    reaper.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handle_end_stops_a_pending_tracked_future() {
+    let tracker = SessionTracker::new();
+    let (started, running) = oneshot::channel();
+    let tracked = tracker.track(
+        async move {
+            let _ = started.send(());
+            std::future::pending::<()>().await
+        },
+        HOUR,
+    );
+    let handle = tracked.handle();
+    let task = tokio::spawn(tracked);
+    running.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(handle.end(EndReason::Disconnected));
+    let outcome = timeout(WAKE_BOUND, task)
+        .await
+        .expect("the end did not wake the tracked future")
+        .unwrap();
+    let ended = outcome.unwrap_err();
+    assert_eq!(ended.reason, EndReason::Disconnected);
+    assert!(!ended.is_timeout());
+    assert_eq!(tracker.active(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_resolves_to_timed_out() {
+    let tracker = SessionTracker::new();
+    let outcome = tracker
+        .track(std::future::pending::<()>(), Duration::from_secs(2))
+        .await;
+    assert_eq!(
+        outcome,
+        Err(EndedEarly {
+            reason: EndReason::TimedOut
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_wakes_every_waiter() {
+    let tracker = SessionTracker::new();
+    let session = tracker.start();
+    let handle = session.handle();
+    let mut waiters = Vec::new();
+    for _ in 0..4 {
+        let clone = handle.clone();
+        waiters.push(tokio::spawn(async move { clone.ended().await }));
+    }
+    // Two futures on one shared handle, in one task.
+    let shared = handle.clone();
+    waiters.push(tokio::spawn(async move {
+        let (a, b) = tokio::join!(shared.ended(), shared.ended());
+        assert_eq!(a, b);
+        a
+    }));
+    // A waiter that gives up before the end must not disturb the others.
+    {
+        let mut quitter = pin!(handle.ended());
+        assert!(futures_poll_once(quitter.as_mut()).await.is_pending());
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(session.end(EndReason::TimedOut));
+    for waiter in waiters {
+        let reason = timeout(WAKE_BOUND, waiter)
+            .await
+            .expect("an ended() waiter was not woken")
+            .unwrap();
+        assert_eq!(reason, EndReason::TimedOut);
+    }
+    assert_eq!(
+        handle.ended().await,
+        EndReason::TimedOut,
+        "ready at once now"
+    );
+}
+
+/// Polls `future` once.
+async fn futures_poll_once<F: std::future::Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
+    poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
+}
+
+#[tokio::test]
+async fn handles_stay_valid_after_the_end() {
+    let tracker = SessionTracker::new();
+    let mut tracked = pin!(tracker.track(async { 7 }, HOUR));
+    assert_eq!(tracked.as_mut().await, Ok(7));
+    let handle = tracked.handle(); // panicked before
+    assert!(handle.is_ended());
+    assert_eq!(handle.reason(), Some(EndReason::Completed));
+
+    struct Done;
+    impl Stream for Done {
+        type Item = ();
+        fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<()>> {
+            Poll::Ready(None)
+        }
+    }
+    let mut stream = pin!(tracker.track_stream(Done, HOUR));
+    assert_eq!(poll_fn(|cx| stream.as_mut().poll_next(cx)).await, None);
+    let handle = stream.handle(); // panicked before
+    assert!(handle.is_ended());
+    assert_eq!(handle.reason(), Some(EndReason::Completed));
+    assert_eq!(poll_fn(|cx| stream.as_mut().poll_next(cx)).await, None);
+    assert!(!stream.as_mut().set_phase(Phase::Generating));
+}
+
+/// A generator task separate from the reader marks the session `Generating` through a handle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generator_task_sets_the_phase_through_a_handle() {
+    let tracker = SessionTracker::new();
+    let (handle, reader) = blocked_reader(&tracker).await;
+    let generator = handle.clone();
+    tokio::spawn(async move { assert!(generator.set_phase(Phase::Generating)) })
+        .await
+        .unwrap();
+    assert_eq!(tracker.snapshot().generating, 1);
+    assert_eq!(handle.phase(), Some(Phase::Generating));
+    handle.end(EndReason::Completed);
+    assert_reader_stops(reader).await;
+    let s = tracker.snapshot();
+    assert_eq!((s.active, s.generating), (0, 0));
+    assert!(!handle.set_phase(Phase::Listening));
+}
+
+#[tokio::test]
+async fn tracked_adaptors_carry_metadata() {
+    let tracker = SessionTracker::<PerThread, String>::default();
+    let tracked = tracker.track_with("tenant-a".to_owned(), async { 1 }, HOUR);
+    let stream = tracker.track_stream_with("tenant-b".to_owned(), Never(None), HOUR);
+    let mut tenants: Vec<_> = tracker
+        .sessions()
+        .into_iter()
+        .filter_map(|info| info.metadata)
+        .collect();
+    tenants.sort();
+    assert_eq!(tenants, ["tenant-a", "tenant-b"]);
+    assert_eq!(tracked.await, Ok(1));
+    drop(stream);
+    assert_eq!(tracker.snapshot().ended_by(EndReason::Cancelled), 1);
+}
+
+/// Before: the zero period reached `tokio::time::interval` inside the spawned task, so the
+/// call returned and the task panicked later (here: never, as the runtime stops first).
+#[tokio::test]
+#[should_panic(expected = "spawn_reaper: the reaping period `every` must be non-zero")]
+async fn spawn_reaper_refuses_a_zero_period_at_the_call() {
+    let tracker = SessionTracker::new();
+    let _reaper = tracker.spawn_reaper(Duration::ZERO, Duration::from_secs(60));
+}
+
+#[tokio::test]
+#[should_panic(expected = "Reporter::with_interval: the interval must be non-zero")]
+async fn reporter_refuses_a_zero_interval_at_the_call() {
+    let reporter = Reporter::new(SessionTracker::new()).with_interval(Duration::ZERO);
+    let _task = std::sync::Arc::new(reporter).spawn();
+}
