@@ -24,8 +24,12 @@ pub struct AgentConfig {
     pub max_sessions: u64,
     /// Longest session; it then ends `TimedOut` (close code 1000, "max session length").
     pub max_session: Duration,
-    /// A session with no client frame for this long ends `Reaped` (close code 1008).
+    /// A session with no client frame for this long ends `Disconnected`, a missed
+    /// heartbeat (close code 1008); `Reaped` is left to the ghost reaper.
     pub idle_timeout: Duration,
+    /// A frame that waits this long for a client that stopped reading ends the session
+    /// `Disconnected` (no CLI flag yet).
+    pub write_timeout: Duration,
     /// Largest client message accepted, bytes; larger ones close the session with 1009.
     pub max_frame_bytes: usize,
     /// CPU burned per response chunk, so speaking sessions cost something.
@@ -56,6 +60,7 @@ impl Default for AgentConfig {
             max_sessions: 1000,
             max_session: Duration::from_secs(20 * 60),
             idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(10),
             max_frame_bytes: 16 * 1024,
             work: Duration::ZERO,
             chunk_gap: Duration::from_millis(20),

@@ -1,6 +1,12 @@
 //! One session's life, independent of the transport: frames in, frames out, and exactly
-//! one ending — whichever of bye, close, disconnect, deadline, idle timeout, bad input or
-//! shutdown comes first.
+//! one ending — whichever of bye, close, disconnect, deadline, idle timeout, a stalled
+//! writer, bad input or shutdown comes first.
+//!
+//! No send blocks the conversation: the response streams from its own task, and a frame
+//! the loop itself answers with (`interrupted`, `error`) waits for room in a `select!`
+//! arm next to the timers. A frame that finds no room for [`Limits::write_timeout`] means
+//! the client stopped reading: the session ends `Disconnected`. The admission slot goes
+//! with the session's end, before the best-effort close frame.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -8,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt};
 use livecount_session::{EndReason, Phase, Session};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::protocol::{ClientFrame, ServerFrame};
@@ -22,9 +28,17 @@ pub enum Incoming {
     Malformed(String),
     /// A message above the size limit.
     TooLarge,
+    /// The client broke the transport's protocol (for WebSocket: RFC 6455 framing, 1002,
+    /// or invalid UTF-8 in a text frame, 1007); the session fails with `code`.
+    Violation {
+        /// RFC 6455 close code: 1002 protocol error or 1007 invalid payload data.
+        code: u16,
+        /// Human-readable reason for the close frame.
+        reason: &'static str,
+    },
     /// The client closed the stream cleanly (close frame, end of the gRPC stream).
     Closed,
-    /// The transport failed: reset, EOF without a close, protocol error.
+    /// The transport failed: reset, EOF without a close.
     Lost,
 }
 
@@ -35,8 +49,8 @@ pub enum Outgoing {
     Frame(ServerFrame),
     /// Close the stream with a WebSocket close code (gRPC maps it to a status).
     Close {
-        /// RFC 6455 close code: 1000 normal, 1001 going away, 1007 invalid data,
-        /// 1008 policy (idle), 1009 too big.
+        /// RFC 6455 close code: 1000 normal, 1001 going away, 1002 protocol error,
+        /// 1007 invalid data, 1008 policy (idle), 1009 too big.
         code: u16,
         /// Human-readable reason.
         reason: &'static str,
@@ -50,10 +64,29 @@ pub struct Limits {
     pub max_session: Duration,
     /// Longest silence from the client.
     pub idle_timeout: Duration,
+    /// Longest a frame may wait for the transport to take it (a client that stopped
+    /// reading); the session then ends `Disconnected`.
+    pub write_timeout: Duration,
     /// CPU burned per chunk.
     pub work: Duration,
     /// Pause between chunks.
     pub chunk_gap: Duration,
+}
+
+/// The longest the final close frame may wait for room: the session has ended already,
+/// so this bounds only how long its task lingers.
+const CLOSE_BOUND: Duration = Duration::from_secs(1);
+
+/// How a conversation ends: the reason, and the close frame to send (if any).
+type Ending = (EndReason, Option<(u16, &'static str)>);
+
+/// What a response task tells the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    /// Response `id` sent its `done`.
+    Done(u64),
+    /// A frame found no room for the write timeout: the client stopped reading.
+    Stalled,
 }
 
 /// The response being streamed.
@@ -73,43 +106,154 @@ pub fn burn(d: Duration) {
     }
 }
 
+/// `now + d`, saturating at a far future instead of overflowing (`Instant + Duration`
+/// panics past the platform's range).
+fn after(d: Duration) -> tokio::time::Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+    tokio::time::Instant::now() + d.min(FAR)
+}
+
+/// Sends `frame`, waiting at most `limit` for room; `Err(true)` if it stalled,
+/// `Err(false)` if the receiver is gone.
+async fn send_within(
+    out: &mpsc::Sender<Outgoing>,
+    frame: Outgoing,
+    limit: Duration,
+) -> Result<(), bool> {
+    match tokio::time::timeout(limit, out.send(frame)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(false),
+        Err(_) => Err(true),
+    }
+}
+
 fn spawn_response(
     id: u64,
     chunks: u32,
     limits: Limits,
     out: mpsc::Sender<Outgoing>,
-    done: mpsc::UnboundedSender<u64>,
+    events: mpsc::UnboundedSender<Event>,
 ) -> Response {
     let sent = Arc::new(AtomicU32::new(0));
     let counter = Arc::clone(&sent);
     let task = tokio::spawn(async move {
+        let send = |frame| send_within(&out, Outgoing::Frame(frame), limits.write_timeout);
         for seq in 0..chunks {
             if !limits.work.is_zero() {
                 let work = limits.work;
                 let _ = tokio::task::spawn_blocking(move || burn(work)).await;
             }
-            if out
-                .send(Outgoing::Frame(ServerFrame::Chunk { seq }))
-                .await
-                .is_err()
-            {
+            if let Err(stalled) = send(ServerFrame::Chunk { seq }).await {
+                if stalled {
+                    let _ = events.send(Event::Stalled);
+                }
                 return;
             }
             counter.store(seq + 1, Ordering::Release);
-            tokio::time::sleep(limits.chunk_gap).await;
+            // A zero gap does not sleep: tokio would round it up to its 1 ms timer tick.
+            if !limits.chunk_gap.is_zero() {
+                tokio::time::sleep(limits.chunk_gap).await;
+            }
         }
-        let _ = out
-            .send(Outgoing::Frame(ServerFrame::Done { chunks }))
-            .await;
-        let _ = done.send(id);
+        let event = match send(ServerFrame::Done { chunks }).await {
+            Ok(()) => Event::Done(id),
+            Err(true) => Event::Stalled,
+            Err(false) => return,
+        };
+        let _ = events.send(event);
     });
     Response { id, task, sent }
 }
 
+/// The state of one conversation between its frames.
+#[derive(Debug)]
+struct Conversation {
+    session: Session,
+    out: mpsc::Sender<Outgoing>,
+    limits: Limits,
+    events: mpsc::UnboundedSender<Event>,
+    response: Option<Response>,
+    next_id: u64,
+    /// A frame the loop answered with, waiting for room in `out`, and since when.
+    pending: Option<(Outgoing, tokio::time::Instant)>,
+    /// A frame to send after the end, before the close frame (why the input failed).
+    farewell: Option<ServerFrame>,
+}
+
+impl Conversation {
+    /// Handles what the transport delivered; `Some` ends the conversation.
+    fn on_incoming(&mut self, msg: Option<Incoming>) -> Option<Ending> {
+        self.session.touch();
+        match msg? {
+            Incoming::Frame(ClientFrame::Speak { chunks }) => {
+                self.stop_response();
+                self.next_id += 1;
+                self.session.set_phase(Phase::Generating);
+                let (out, events) = (self.out.clone(), self.events.clone());
+                let response = spawn_response(self.next_id, chunks, self.limits, out, events);
+                self.response = Some(response);
+            }
+            Incoming::Frame(ClientFrame::Interrupt) => {
+                let sent = self.stop_response();
+                self.session.set_phase(Phase::Listening);
+                self.queue(ServerFrame::Interrupted { sent });
+            }
+            Incoming::Frame(ClientFrame::Idle) => {}
+            Incoming::Frame(ClientFrame::Bye) => {
+                return Some((EndReason::Completed, Some((1000, "bye"))));
+            }
+            Incoming::Malformed(message) => {
+                self.farewell = Some(ServerFrame::Error { message });
+                return Some((EndReason::Failed, Some((1007, "invalid frame"))));
+            }
+            Incoming::TooLarge => {
+                return Some((EndReason::Failed, Some((1009, "message too big"))));
+            }
+            Incoming::Violation { code, reason } => {
+                return Some((EndReason::Failed, Some((code, reason))));
+            }
+            Incoming::Closed => return Some((EndReason::Completed, None)),
+            Incoming::Lost => return Some((EndReason::Disconnected, None)),
+        }
+        None
+    }
+
+    /// Aborts the current response, returning the chunks it had sent.
+    fn stop_response(&mut self) -> u32 {
+        self.response.take().map_or(0, |r| {
+            r.task.abort();
+            r.sent.load(Ordering::Acquire)
+        })
+    }
+
+    /// Queues a frame the loop answers with; the loop reads no input until it is sent.
+    fn queue(&mut self, frame: ServerFrame) {
+        self.pending = Some((Outgoing::Frame(frame), tokio::time::Instant::now()));
+    }
+
+    fn on_event(&mut self, event: Event) -> Option<Ending> {
+        match event {
+            Event::Done(id) => {
+                if self.response.as_ref().is_some_and(|r| r.id == id) {
+                    self.response = None;
+                    self.session.set_phase(Phase::Listening);
+                }
+                None
+            }
+            Event::Stalled => Some((EndReason::Disconnected, None)),
+        }
+    }
+}
+
 /// Runs one session to its end and returns the reason it ended with (the first ending
 /// wins: a session ended elsewhere, e.g. by `end_all`, reports that reason).
+///
+/// `slot` (the session's admission permit) is released right after the session ends,
+/// before the last frames (an `error`, the close) are offered to `out` for at most a
+/// second: a client that does not read holds neither the count nor the slot.
 pub async fn converse<S>(
-    mut session: Session,
+    session: Session,
+    slot: Option<OwnedSemaphorePermit>,
     mut incoming: S,
     out: mpsc::Sender<Outgoing>,
     limits: Limits,
@@ -118,55 +262,53 @@ pub async fn converse<S>(
 where
     S: Stream<Item = Incoming> + Unpin,
 {
-    let deadline = tokio::time::Instant::now() + limits.max_session;
-    let mut idle = tokio::time::Instant::now() + limits.idle_timeout;
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
-    let mut response: Option<Response> = None;
-    let mut next_id = 0u64;
+    let deadline = after(limits.max_session);
+    let mut idle = after(limits.idle_timeout);
+    let (events, mut events_rx) = mpsc::unbounded_channel();
+    // The loop's own handle on `out` (the select arms borrow it while `c` changes).
+    let room_in = out.clone();
+    let mut c = Conversation {
+        session,
+        out,
+        limits,
+        events,
+        response: None,
+        next_id: 0,
+        pending: None,
+        farewell: None,
+    };
     let (reason, close) = loop {
         if *shutdown.borrow() {
             break (EndReason::Shutdown, Some((1001, "server shutting down")));
         }
+        let stalled_at = c
+            .pending
+            .as_ref()
+            .map(|(_, since)| *since + limits.write_timeout);
         tokio::select! {
-            msg = incoming.next() => {
-                idle = tokio::time::Instant::now() + limits.idle_timeout;
-                session.touch();
-                match msg {
-                    Some(Incoming::Frame(ClientFrame::Speak { chunks })) => {
-                        if let Some(r) = response.take() {
-                            r.task.abort();
-                        }
-                        next_id += 1;
-                        session.set_phase(Phase::Generating);
-                        response = Some(spawn_response(next_id, chunks, limits, out.clone(), done_tx.clone()));
-                    }
-                    Some(Incoming::Frame(ClientFrame::Interrupt)) => {
-                        let sent = response.take().map_or(0, |r| {
-                            r.task.abort();
-                            r.sent.load(Ordering::Acquire)
-                        });
-                        session.set_phase(Phase::Listening);
-                        let _ = out.send(Outgoing::Frame(ServerFrame::Interrupted { sent })).await;
-                    }
-                    Some(Incoming::Frame(ClientFrame::Idle)) => {}
-                    Some(Incoming::Frame(ClientFrame::Bye)) => break (EndReason::Completed, Some((1000, "bye"))),
-                    Some(Incoming::Malformed(message)) => {
-                        let _ = out.send(Outgoing::Frame(ServerFrame::Error { message })).await;
-                        break (EndReason::Failed, Some((1007, "invalid frame")));
-                    }
-                    Some(Incoming::TooLarge) => break (EndReason::Failed, Some((1009, "message too big"))),
-                    Some(Incoming::Closed) => break (EndReason::Completed, None),
-                    Some(Incoming::Lost) | None => break (EndReason::Disconnected, None),
+            msg = incoming.next(), if c.pending.is_none() => {
+                idle = after(limits.idle_timeout);
+                if let Some(ending) = c.on_incoming(msg) {
+                    break ending;
                 }
             }
-            Some(id) = done_rx.recv() => {
-                if response.as_ref().is_some_and(|r| r.id == id) {
-                    response = None;
-                    session.set_phase(Phase::Listening);
+            room = room_in.reserve(), if c.pending.is_some() => match (room, c.pending.take()) {
+                (Ok(room), Some((frame, _))) => room.send(frame),
+                _ => break (EndReason::Disconnected, None),
+            },
+            () = tokio::time::sleep_until(stalled_at.unwrap_or(deadline)), if stalled_at.is_some() => {
+                break (EndReason::Disconnected, None);
+            }
+            Some(event) = events_rx.recv() => {
+                if let Some(ending) = c.on_event(event) {
+                    break ending;
                 }
             }
+            // The transport's writer is gone (a failed or timed-out write).
+            () = room_in.closed() => break (EndReason::Disconnected, None),
             () = tokio::time::sleep_until(deadline) => break (EndReason::TimedOut, Some((1000, "max session length"))),
-            () = tokio::time::sleep_until(idle) => break (EndReason::Reaped, Some((1008, "idle timeout"))),
+            // A missed heartbeat, as the session crate names it (`Reaped` is the reaper's).
+            () = tokio::time::sleep_until(idle) => break (EndReason::Disconnected, Some((1008, "idle timeout"))),
             changed = shutdown.changed() => {
                 if changed.is_err() {
                     // The agent is gone without saying so: end as a shutdown would.
@@ -175,12 +317,157 @@ where
             }
         }
     };
-    if let Some(r) = response.take() {
-        r.task.abort();
+    c.stop_response();
+    c.session.end(reason);
+    drop(slot);
+    let last_words = c.farewell.take().map(Outgoing::Frame).into_iter();
+    let close = close.map(|(code, reason)| Outgoing::Close { code, reason });
+    let farewell = async {
+        for frame in last_words.chain(close) {
+            if c.out.send(frame).await.is_err() {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_BOUND.min(limits.write_timeout), farewell).await;
+    c.session.reason().unwrap_or(reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use livecount_session::SessionTracker;
+    use tokio::sync::Semaphore;
+
+    fn limits() -> Limits {
+        Limits {
+            max_session: Duration::from_secs(3600),
+            idle_timeout: Duration::from_secs(3600),
+            write_timeout: Duration::from_secs(2),
+            work: Duration::ZERO,
+            chunk_gap: Duration::ZERO,
+        }
     }
-    session.end(reason);
-    if let Some((code, reason)) = close {
-        let _ = out.send(Outgoing::Close { code, reason }).await;
+
+    /// A conversation whose output nobody reads (a gRPC response stream the client's
+    /// window keeps unpolled): frames in through the returned sender.
+    struct Stalled {
+        tracker: SessionTracker,
+        slots: Arc<Semaphore>,
+        frames: mpsc::UnboundedSender<Incoming>,
+        ended: JoinHandle<EndReason>,
+        _unread: mpsc::Receiver<Outgoing>,
+        _shutdown: watch::Sender<bool>,
     }
-    session.reason().unwrap_or(reason)
+
+    fn stalled() -> Stalled {
+        let tracker: SessionTracker = SessionTracker::new();
+        let slots = Arc::new(Semaphore::new(1));
+        let slot = Arc::clone(&slots).try_acquire_owned().unwrap();
+        let (frames, rx) = mpsc::unbounded_channel();
+        let incoming = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|msg| (msg, rx))
+        });
+        let (out, unread) = mpsc::channel(8);
+        let shutdown = watch::channel(false).0;
+        let session = tracker.start();
+        let ended = tokio::spawn(converse(
+            session,
+            Some(slot),
+            Box::pin(incoming),
+            out,
+            limits(),
+            shutdown.subscribe(),
+        ));
+        Stalled {
+            tracker,
+            slots,
+            frames,
+            ended,
+            _unread: unread,
+            _shutdown: shutdown,
+        }
+    }
+
+    /// Waits (in paused time) until the session has ended; returns how long it took.
+    async fn ended_after(s: &Stalled) -> Duration {
+        let start = tokio::time::Instant::now();
+        while s.tracker.active() > 0 {
+            assert!(start.elapsed() < Duration::from_secs(60), "never ended");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        start.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_response_nobody_reads_ends_disconnected_despite_heartbeats() {
+        let s = stalled();
+        s.frames
+            .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
+            .unwrap();
+        let heartbeats = {
+            let frames = s.frames.clone();
+            tokio::spawn(async move {
+                while frames.send(Incoming::Frame(ClientFrame::Idle)).is_ok() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        let took = ended_after(&s).await;
+        assert!(took < limits().write_timeout * 2, "{took:?}");
+        assert_eq!(s.slots.available_permits(), 1, "the slot goes with the end");
+        let snapshot = s.tracker.snapshot();
+        assert_eq!(
+            snapshot.ended_by(EndReason::Disconnected),
+            1,
+            "{snapshot:?}"
+        );
+        // The close frame finds no room either: a short bound, then the task is done.
+        let reason = tokio::time::timeout(Duration::from_secs(2), s.ended).await;
+        assert_eq!(reason.unwrap().unwrap(), EndReason::Disconnected);
+        heartbeats.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_interrupt_that_finds_no_room_does_not_block_the_timers() {
+        let s = stalled();
+        s.frames
+            .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await; // the output fills up
+        s.frames
+            .send(Incoming::Frame(ClientFrame::Interrupt))
+            .unwrap();
+        let took = ended_after(&s).await;
+        assert!(took < limits().write_timeout * 2, "{took:?}");
+        assert_eq!(s.slots.available_permits(), 1);
+        let reason = tokio::time::timeout(Duration::from_secs(2), s.ended).await;
+        assert_eq!(reason.unwrap().unwrap(), EndReason::Disconnected);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_timeout_is_a_missed_heartbeat_disconnected() {
+        let mut l = limits();
+        l.idle_timeout = Duration::from_secs(1);
+        let tracker: SessionTracker = SessionTracker::new();
+        let (out, mut rx) = mpsc::channel(8);
+        let shutdown = watch::channel(false).0;
+        let reason = converse(
+            tracker.start(),
+            None,
+            futures_util::stream::pending(),
+            out,
+            l,
+            shutdown.subscribe(),
+        )
+        .await;
+        assert_eq!(reason, EndReason::Disconnected);
+        assert_eq!(
+            rx.recv().await,
+            Some(Outgoing::Close {
+                code: 1008,
+                reason: "idle timeout"
+            })
+        );
+    }
 }
