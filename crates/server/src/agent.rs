@@ -23,6 +23,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::conversation::{Incoming, Limits, Outgoing, burn, converse};
 use crate::grpc_agent::AgentService;
+use crate::http_server::HttpServer;
 use crate::orca::OrcaService;
 use crate::protocol::ClientFrame;
 use crate::{AgentConfig, LoadBoard, LoadReport, prometheus_text};
@@ -347,21 +348,21 @@ impl RunningAgent {
             grpc_task: grpc.map(|listener| tokio::spawn(serve_grpc(listener, Arc::clone(&agent)))),
             stop_background,
         };
+        let server = HttpServer::new(
+            agent.config.header_read_timeout,
+            agent.config.max_pending_connections,
+        );
         let app = router(Arc::clone(&agent));
-        let mut stopped = agent.shutdown.subscribe();
-        running.tasks.push(tokio::spawn(async move {
-            let until_stop = async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            };
-            let _ = axum::serve(http, app)
-                .with_graceful_shutdown(until_stop)
-                .await;
-        }));
+        let stopped = agent.shutdown.subscribe();
+        running
+            .tasks
+            .push(tokio::spawn(server.clone().serve(http, app, stopped)));
         if let Some(listener) = metrics {
             let app = load_router(Arc::clone(&agent));
-            running.tasks.push(tokio::spawn(async move {
-                let _ = axum::serve(listener, app).await;
-            }));
+            let stopped = agent.shutdown.subscribe();
+            running
+                .tasks
+                .push(tokio::spawn(server.serve(listener, app, stopped)));
         }
         if let Some(listener) = check {
             running

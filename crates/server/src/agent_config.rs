@@ -30,6 +30,12 @@ pub struct AgentConfig {
     /// A frame that waits this long for a client that stopped reading ends the session
     /// `Disconnected` (no CLI flag yet).
     pub write_timeout: Duration,
+    /// An HTTP connection whose request head has not fully arrived this long after it
+    /// started (or after the last response, on keep-alive) is closed (no CLI flag yet).
+    pub header_read_timeout: Duration,
+    /// At most this many HTTP connections not yet upgraded to a WebSocket; at the bound a
+    /// new connection closes the oldest of them (no CLI flag yet).
+    pub max_pending_connections: usize,
     /// Largest client message accepted, bytes; larger ones close the session with 1009.
     pub max_frame_bytes: usize,
     /// CPU burned per response chunk, so speaking sessions cost something.
@@ -61,6 +67,8 @@ impl Default for AgentConfig {
             max_session: Duration::from_secs(20 * 60),
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            max_pending_connections: 256,
             max_frame_bytes: 16 * 1024,
             work: Duration::ZERO,
             chunk_gap: Duration::from_millis(20),

@@ -52,6 +52,7 @@ pub mod conversation;
 pub mod driver;
 pub mod generated;
 pub mod grpc_agent;
+mod http_server;
 mod load_board;
 pub mod orca;
 pub mod prometheus_text;

@@ -264,3 +264,82 @@ async fn protocol_violations_close_with_their_rfc_6455_code_and_count_failed() {
     let last = a.shutdown().await;
     assert_eq!((last.active, last.started, last.ended), (0, n, n));
 }
+
+// === slowloris ===
+
+/// Descriptors open in this process (the agent runs in it, so both ends count).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// One session from upgrade to close: `speak` → chunks → `done` → `bye` → 1000.
+async fn full_session(a: &RunningAgent) {
+    let url = format!("ws://{}/session", a.http);
+    let (mut ws, _) = within(5, tokio_tungstenite::connect_async(url))
+        .await
+        .unwrap();
+    ws.send(Message::text(r#"{"type":"speak","chunks":3}"#))
+        .await
+        .unwrap();
+    let mut chunks = 0;
+    loop {
+        match within(5, ws.next()).await {
+            Some(Ok(Message::Text(t))) if t.contains("done") => break,
+            Some(Ok(Message::Text(t))) if t.contains("chunk") => chunks += 1,
+            other => panic!("expected a chunk or done, got {other:?}"),
+        }
+    }
+    assert_eq!(chunks, 3);
+    ws.send(Message::text(r#"{"type":"bye"}"#)).await.unwrap();
+    match within(5, ws.next()).await {
+        Some(Ok(Message::Close(f))) => assert_eq!(f.map(|f| f.code), Some(CloseCode::Normal)),
+        other => panic!("expected the close frame, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_upgrades_are_closed_in_time_bounded_and_do_not_block_a_fresh_session() {
+    const ATTACKERS: usize = 300;
+    const MAX_PENDING: usize = 64;
+    let header_timeout = Duration::from_secs(1);
+    let a = start(|c| {
+        c.header_read_timeout = header_timeout;
+        c.max_pending_connections = MAX_PENDING;
+    })
+    .await;
+    let baseline = open_fds();
+    let mut held = Vec::with_capacity(ATTACKERS);
+    let mut most = baseline;
+    for _ in 0..ATTACKERS {
+        let mut conn = within(5, TcpStream::connect(a.http)).await.unwrap();
+        conn.write_all(b"GET /session HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        held.push(conn);
+        most = most.max(open_fds());
+    }
+    let attack_sent = tokio::time::Instant::now();
+    // While they hold their half requests, a real client is served.
+    full_session(&a).await;
+    most = most.max(open_fds());
+    // Our 300 client ends, plus at most MAX_PENDING server ends (and a few for the
+    // runtime and the fresh session); unbounded it would be 300 + 300.
+    let bound = baseline + ATTACKERS + MAX_PENDING + 16;
+    assert!(most <= bound, "{most} descriptors open, bound {bound}");
+
+    // Every one is closed by the server (EOF or reset) within the header timeout + slack.
+    let deadline = attack_sent + header_timeout + Duration::from_secs(4);
+    for (i, conn) in held.iter_mut().enumerate() {
+        let mut buf = [0u8; 512];
+        loop {
+            match tokio::time::timeout_at(deadline, conn.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(_)) => {} // a response (e.g. 408) before the close is fine
+                Err(_) => panic!("connection {i} still open after the header timeout"),
+            }
+        }
+    }
+    drop(held);
+    assert_eq!(settled(&a).await, reasons(&[("completed", 1)]));
+    a.shutdown().await;
+}
