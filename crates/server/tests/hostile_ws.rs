@@ -130,6 +130,20 @@ async fn stop_reading(a: &RunningAgent) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Waits (≤ 5 s) until `n` sessions have started: an upgrade answered is not yet one.
+async fn started(a: &RunningAgent, n: u64) {
+    for _ in 0..500 {
+        if a.agent.tracker.snapshot().started >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "{n} sessions never started: {:?}",
+        a.agent.tracker.snapshot()
+    );
+}
+
 /// `/load`'s `active`, once a report at least as new as now is published (≤ 2 s).
 async fn load_active(a: &RunningAgent) -> u64 {
     let now = a.agent.publish().sequence;
@@ -154,6 +168,7 @@ async fn a_client_that_stops_reading_ends_disconnected_and_frees_its_slot() {
     })
     .await;
     let client = stop_reading(&a).await;
+    started(&a, 1).await;
     // It speaks every 50 ms, so the idle timeout never fires: only the write timeout can
     // end it. `settled` waits at most 5 s.
     assert_eq!(settled(&a).await, reasons(&[("disconnected", 1)]));
