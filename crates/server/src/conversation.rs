@@ -3,13 +3,14 @@
 //! writer, bad input or shutdown comes first.
 //!
 //! No send blocks the conversation: the response streams from its own task, and a frame
-//! the loop itself answers with (`interrupted`, `error`) waits for room in a `select!`
-//! arm next to the timers. A frame that finds no room for [`Limits::write_timeout`] means
-//! the client stopped reading: the session ends `Disconnected`. The admission slot goes
-//! with the session's end, before the best-effort close frame.
+//! the loop itself answers with (`interrupted`) waits for room in a `select!` arm next to
+//! the timers. When frames wait and the transport takes none of them for
+//! [`Limits::write_timeout`], the client stopped reading: the session ends
+//! `Disconnected`. The admission slot goes with the session's end, before the last
+//! frames (`error`, close), which are best effort with a short bound.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt};
@@ -80,15 +81,6 @@ const CLOSE_BOUND: Duration = Duration::from_secs(1);
 /// How a conversation ends: the reason, and the close frame to send (if any).
 type Ending = (EndReason, Option<(u16, &'static str)>);
 
-/// What a response task tells the loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Event {
-    /// Response `id` sent its `done`.
-    Done(u64),
-    /// A frame found no room for the write timeout: the client stopped reading.
-    Stalled,
-}
-
 /// The response being streamed.
 #[derive(Debug)]
 struct Response {
@@ -113,17 +105,88 @@ fn after(d: Duration) -> tokio::time::Instant {
     tokio::time::Instant::now() + d.min(FAR)
 }
 
-/// Sends `frame`, waiting at most `limit` for room; `Err(true)` if it stalled,
-/// `Err(false)` if the receiver is gone.
-async fn send_within(
-    out: &mpsc::Sender<Outgoing>,
-    frame: Outgoing,
+// === impl Output ===
+
+/// The conversation's end of the output channel: a sender that counts the frames it has
+/// put in, so that [`StallWatch`] can tell how many the transport has taken out.
+#[derive(Debug, Clone)]
+struct Output {
+    tx: mpsc::Sender<Outgoing>,
+    put: Arc<AtomicU64>,
+}
+
+impl Output {
+    fn new(tx: mpsc::Sender<Outgoing>) -> Self {
+        Self {
+            tx,
+            put: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Sends `frame`, waiting for room; `Err` if the transport is gone.
+    async fn send(&self, frame: Outgoing) -> Result<(), ()> {
+        self.tx.send(frame).await.map_err(drop)?;
+        self.counted();
+        Ok(())
+    }
+
+    /// Notes one frame put in.
+    fn counted(&self) {
+        // Relaxed: the count is an estimate read next to the channel's length; a reader
+        // that misses the latest send sees less progress, and the stall watch needs
+        // progress over a whole write timeout, so a momentary lag cannot end a session.
+        self.put.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Frames waiting in the channel, and frames the transport has taken out so far.
+    fn queued_and_taken(&self) -> (u64, u64) {
+        let queued = (self.tx.max_capacity() - self.tx.capacity()) as u64;
+        let put = self.put.load(Ordering::Relaxed);
+        (queued, put.saturating_sub(queued))
+    }
+}
+
+// === impl StallWatch ===
+
+/// Decides that the client stopped reading: frames wait in the output channel and the
+/// transport has taken none of them for the write timeout. A slow reader that takes
+/// something now and then is progress, not a stall; a client that keeps sending (even
+/// `speak`s that restart the response) does not reset it.
+#[derive(Debug)]
+struct StallWatch {
     limit: Duration,
-) -> Result<(), bool> {
-    match tokio::time::timeout(limit, out.send(frame)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(false),
-        Err(_) => Err(true),
+    period: Duration,
+    next_check: tokio::time::Instant,
+    last_taken: u64,
+    stuck_since: Option<tokio::time::Instant>,
+}
+
+impl StallWatch {
+    fn new(limit: Duration) -> Self {
+        // Checked four times per timeout: a stall is seen at most a quarter late.
+        let period = (limit / 4).max(Duration::from_millis(10));
+        Self {
+            limit,
+            period,
+            next_check: after(period),
+            last_taken: 0,
+            stuck_since: None,
+        }
+    }
+
+    /// Looks at `out` (at `next_check`); `true` once nothing was taken for the limit
+    /// while something waited.
+    fn stalled(&mut self, out: &Output) -> bool {
+        let now = tokio::time::Instant::now();
+        self.next_check = after(self.period);
+        let (queued, taken) = out.queued_and_taken();
+        if queued == 0 || taken > self.last_taken {
+            self.last_taken = self.last_taken.max(taken);
+            self.stuck_since = None;
+            return false;
+        }
+        let since = *self.stuck_since.get_or_insert(now);
+        now.duration_since(since) >= self.limit
     }
 }
 
@@ -131,22 +194,24 @@ fn spawn_response(
     id: u64,
     chunks: u32,
     limits: Limits,
-    out: mpsc::Sender<Outgoing>,
-    events: mpsc::UnboundedSender<Event>,
+    out: Output,
+    done: mpsc::UnboundedSender<u64>,
 ) -> Response {
     let sent = Arc::new(AtomicU32::new(0));
     let counter = Arc::clone(&sent);
     let task = tokio::spawn(async move {
-        let send = |frame| send_within(&out, Outgoing::Frame(frame), limits.write_timeout);
         for seq in 0..chunks {
             if !limits.work.is_zero() {
                 let work = limits.work;
                 let _ = tokio::task::spawn_blocking(move || burn(work)).await;
             }
-            if let Err(stalled) = send(ServerFrame::Chunk { seq }).await {
-                if stalled {
-                    let _ = events.send(Event::Stalled);
-                }
+            // Waits for room without a bound of its own: the loop's stall watch ends the
+            // session (and aborts this task) if the transport stops taking frames.
+            if out
+                .send(Outgoing::Frame(ServerFrame::Chunk { seq }))
+                .await
+                .is_err()
+            {
                 return;
             }
             counter.store(seq + 1, Ordering::Release);
@@ -155,12 +220,13 @@ fn spawn_response(
                 tokio::time::sleep(limits.chunk_gap).await;
             }
         }
-        let event = match send(ServerFrame::Done { chunks }).await {
-            Ok(()) => Event::Done(id),
-            Err(true) => Event::Stalled,
-            Err(false) => return,
-        };
-        let _ = events.send(event);
+        if out
+            .send(Outgoing::Frame(ServerFrame::Done { chunks }))
+            .await
+            .is_ok()
+        {
+            let _ = done.send(id);
+        }
     });
     Response { id, task, sent }
 }
@@ -169,13 +235,13 @@ fn spawn_response(
 #[derive(Debug)]
 struct Conversation {
     session: Session,
-    out: mpsc::Sender<Outgoing>,
+    out: Output,
     limits: Limits,
-    events: mpsc::UnboundedSender<Event>,
+    done: mpsc::UnboundedSender<u64>,
     response: Option<Response>,
     next_id: u64,
-    /// A frame the loop answered with, waiting for room in `out`, and since when.
-    pending: Option<(Outgoing, tokio::time::Instant)>,
+    /// A frame the loop answered with, waiting for room in `out`.
+    pending: Option<Outgoing>,
     /// A frame to send after the end, before the close frame (why the input failed).
     farewell: Option<ServerFrame>,
 }
@@ -189,14 +255,14 @@ impl Conversation {
                 self.stop_response();
                 self.next_id += 1;
                 self.session.set_phase(Phase::Generating);
-                let (out, events) = (self.out.clone(), self.events.clone());
-                let response = spawn_response(self.next_id, chunks, self.limits, out, events);
+                let (out, done) = (self.out.clone(), self.done.clone());
+                let response = spawn_response(self.next_id, chunks, self.limits, out, done);
                 self.response = Some(response);
             }
             Incoming::Frame(ClientFrame::Interrupt) => {
                 let sent = self.stop_response();
                 self.session.set_phase(Phase::Listening);
-                self.queue(ServerFrame::Interrupted { sent });
+                self.pending = Some(Outgoing::Frame(ServerFrame::Interrupted { sent }));
             }
             Incoming::Frame(ClientFrame::Idle) => {}
             Incoming::Frame(ClientFrame::Bye) => {
@@ -226,22 +292,28 @@ impl Conversation {
         })
     }
 
-    /// Queues a frame the loop answers with; the loop reads no input until it is sent.
-    fn queue(&mut self, frame: ServerFrame) {
-        self.pending = Some((Outgoing::Frame(frame), tokio::time::Instant::now()));
+    /// Response `id` has sent its `done`.
+    fn on_done(&mut self, id: u64) {
+        if self.response.as_ref().is_some_and(|r| r.id == id) {
+            self.response = None;
+            self.session.set_phase(Phase::Listening);
+        }
     }
 
-    fn on_event(&mut self, event: Event) -> Option<Ending> {
-        match event {
-            Event::Done(id) => {
-                if self.response.as_ref().is_some_and(|r| r.id == id) {
-                    self.response = None;
-                    self.session.set_phase(Phase::Listening);
+    /// After the end: the farewell frame and the close, for at most [`CLOSE_BOUND`].
+    async fn say_goodbye(&mut self, close: Option<(u16, &'static str)>) {
+        let last_words = self.farewell.take().map(Outgoing::Frame).into_iter();
+        let close = close.map(|(code, reason)| Outgoing::Close { code, reason });
+        let out = &self.out;
+        let goodbye = async {
+            for frame in last_words.chain(close) {
+                if out.send(frame).await.is_err() {
+                    return;
                 }
-                None
             }
-            Event::Stalled => Some((EndReason::Disconnected, None)),
-        }
+        };
+        let bound = CLOSE_BOUND.min(self.limits.write_timeout);
+        let _ = tokio::time::timeout(bound, goodbye).await;
     }
 }
 
@@ -264,14 +336,16 @@ where
 {
     let deadline = after(limits.max_session);
     let mut idle = after(limits.idle_timeout);
-    let (events, mut events_rx) = mpsc::unbounded_channel();
+    let mut stall = StallWatch::new(limits.write_timeout);
+    let (done, mut done_rx) = mpsc::unbounded_channel();
+    let out = Output::new(out);
     // The loop's own handle on `out` (the select arms borrow it while `c` changes).
     let room_in = out.clone();
     let mut c = Conversation {
         session,
         out,
         limits,
-        events,
+        done,
         response: None,
         next_id: 0,
         pending: None,
@@ -281,31 +355,30 @@ where
         if *shutdown.borrow() {
             break (EndReason::Shutdown, Some((1001, "server shutting down")));
         }
-        let stalled_at = c
-            .pending
-            .as_ref()
-            .map(|(_, since)| *since + limits.write_timeout);
         tokio::select! {
+            // While a reply waits for room, input waits too (the client is not reading).
             msg = incoming.next(), if c.pending.is_none() => {
                 idle = after(limits.idle_timeout);
                 if let Some(ending) = c.on_incoming(msg) {
                     break ending;
                 }
             }
-            room = room_in.reserve(), if c.pending.is_some() => match (room, c.pending.take()) {
-                (Ok(room), Some((frame, _))) => room.send(frame),
+            room = room_in.tx.reserve(), if c.pending.is_some() => match (room, c.pending.take()) {
+                (Ok(room), Some(frame)) => {
+                    room.send(frame);
+                    room_in.counted();
+                }
                 _ => break (EndReason::Disconnected, None),
             },
-            () = tokio::time::sleep_until(stalled_at.unwrap_or(deadline)), if stalled_at.is_some() => {
-                break (EndReason::Disconnected, None);
-            }
-            Some(event) = events_rx.recv() => {
-                if let Some(ending) = c.on_event(event) {
-                    break ending;
+            Some(id) = done_rx.recv() => c.on_done(id),
+            () = tokio::time::sleep_until(stall.next_check) => {
+                if stall.stalled(&room_in) {
+                    // The client stopped reading: a dead peer for all we can tell.
+                    break (EndReason::Disconnected, None);
                 }
             }
             // The transport's writer is gone (a failed or timed-out write).
-            () = room_in.closed() => break (EndReason::Disconnected, None),
+            () = room_in.tx.closed() => break (EndReason::Disconnected, None),
             () = tokio::time::sleep_until(deadline) => break (EndReason::TimedOut, Some((1000, "max session length"))),
             // A missed heartbeat, as the session crate names it (`Reaped` is the reaper's).
             () = tokio::time::sleep_until(idle) => break (EndReason::Disconnected, Some((1008, "idle timeout"))),
@@ -320,16 +393,7 @@ where
     c.stop_response();
     c.session.end(reason);
     drop(slot);
-    let last_words = c.farewell.take().map(Outgoing::Frame).into_iter();
-    let close = close.map(|(code, reason)| Outgoing::Close { code, reason });
-    let farewell = async {
-        for frame in last_words.chain(close) {
-            if c.out.send(frame).await.is_err() {
-                return;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(CLOSE_BOUND.min(limits.write_timeout), farewell).await;
+    c.say_goodbye(close).await;
     c.session.reason().unwrap_or(reason)
 }
 
@@ -356,7 +420,7 @@ mod tests {
         slots: Arc<Semaphore>,
         frames: mpsc::UnboundedSender<Incoming>,
         ended: JoinHandle<EndReason>,
-        _unread: mpsc::Receiver<Outgoing>,
+        unread: mpsc::Receiver<Outgoing>,
         _shutdown: watch::Sender<bool>,
     }
 
@@ -384,7 +448,7 @@ mod tests {
             slots,
             frames,
             ended,
-            _unread: unread,
+            unread,
             _shutdown: shutdown,
         }
     }
@@ -399,32 +463,57 @@ mod tests {
         start.elapsed()
     }
 
+    /// Sends `frame` every 100 ms, as a client that keeps talking does.
+    fn every_100ms(s: &Stalled, frame: ClientFrame) -> JoinHandle<()> {
+        let frames = s.frames.clone();
+        tokio::spawn(async move {
+            while frames.send(Incoming::Frame(frame)).is_ok() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_response_nobody_reads_ends_disconnected_despite_heartbeats() {
-        let s = stalled();
+        // `speak` as the heartbeat: each one restarts the response, whose send then
+        // waits afresh; the stall is measured on what the transport takes, not per send.
+        for heartbeat in [ClientFrame::Idle, ClientFrame::Speak { chunks: 10_000 }] {
+            let s = stalled();
+            s.frames
+                .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
+                .unwrap();
+            let heartbeats = every_100ms(&s, heartbeat);
+            let took = ended_after(&s).await;
+            assert!(took < limits().write_timeout * 2, "{heartbeat:?}: {took:?}");
+            assert_eq!(s.slots.available_permits(), 1, "the slot goes with the end");
+            let snapshot = s.tracker.snapshot();
+            assert_eq!(
+                snapshot.ended_by(EndReason::Disconnected),
+                1,
+                "{snapshot:?}"
+            );
+            // The close frame finds no room either: a short bound, then the task is done.
+            let reason = tokio::time::timeout(Duration::from_secs(2), s.ended).await;
+            assert_eq!(reason.unwrap().unwrap(), EndReason::Disconnected);
+            heartbeats.abort();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reader_that_keeps_taking_frames_is_not_a_stall() {
+        let mut s = stalled();
         s.frames
             .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
             .unwrap();
-        let heartbeats = {
-            let frames = s.frames.clone();
-            tokio::spawn(async move {
-                while frames.send(Incoming::Frame(ClientFrame::Idle)).is_ok() {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            })
-        };
-        let took = ended_after(&s).await;
-        assert!(took < limits().write_timeout * 2, "{took:?}");
-        assert_eq!(s.slots.available_permits(), 1, "the slot goes with the end");
-        let snapshot = s.tracker.snapshot();
-        assert_eq!(
-            snapshot.ended_by(EndReason::Disconnected),
-            1,
-            "{snapshot:?}"
-        );
-        // The close frame finds no room either: a short bound, then the task is done.
-        let reason = tokio::time::timeout(Duration::from_secs(2), s.ended).await;
-        assert_eq!(reason.unwrap().unwrap(), EndReason::Disconnected);
+        let heartbeats = every_100ms(&s, ClientFrame::Idle);
+        // One frame per 0.9 write timeouts, for ten write timeouts: always behind, never
+        // stuck for a whole write timeout.
+        let pace = limits().write_timeout.mul_f64(0.9);
+        for _ in 0..11 {
+            tokio::time::sleep(pace).await;
+            assert!(s.unread.recv().await.is_some());
+        }
+        assert_eq!(s.tracker.active(), 1, "{:?}", s.tracker.snapshot());
         heartbeats.abort();
     }
 

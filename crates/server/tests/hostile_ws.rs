@@ -116,17 +116,19 @@ async fn close_code(conn: &mut TcpStream) -> Option<u16> {
 // === a client that stops reading ===
 
 /// A client that keeps asking for long responses (so it is never idle) and never reads
-/// a byte of them, on a small receive window.
-async fn stop_reading(a: &RunningAgent) -> tokio::task::JoinHandle<()> {
+/// a byte of them, on a small receive window. Its task ends `true` when a write fails:
+/// the server let go of the socket (within 10 s, else `false`).
+async fn stop_reading(a: &RunningAgent) -> tokio::task::JoinHandle<bool> {
     let mut conn = raw_upgrade(a, Some(4096)).await;
     tokio::spawn(async move {
         for _ in 0..200 {
             let speak = text(r#"{"type":"speak","chunks":10000}"#);
             if conn.write_all(&speak).await.is_err() {
-                return; // the server let go of the connection
+                return true;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        false
     })
 }
 
@@ -199,7 +201,11 @@ async fn a_client_that_stops_reading_ends_disconnected_and_frees_its_slot() {
         }
     }
     assert_eq!(frames.len(), 2, "{frames:?}");
-    within(15, client).await.unwrap();
+    // And the socket is closed, not only the count: the writer task is bounded too.
+    assert!(
+        within(15, client).await.unwrap(),
+        "the server kept the socket"
+    );
     assert_eq!(
         settled(&a).await,
         reasons(&[("completed", 1), ("disconnected", 1)])
