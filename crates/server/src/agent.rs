@@ -1,5 +1,7 @@
-//! The agent: HTTP (WebSocket sessions, `/metrics`, `/load`), the agent-check responder,
-//! gRPC (sessions and ORCA), the load reporter, and graceful shutdown.
+//! The agent: HTTP (WebSocket sessions, `/metrics`, `/load`, served by
+//! [`HttpServer`] with a header-read timeout and a bound on pending connections), the
+//! agent-check responder, gRPC (sessions and ORCA), the load reporter, and graceful
+//! shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -174,6 +176,9 @@ fn incoming(msg: Result<Message, axum::Error>) -> Option<Incoming> {
 /// a message above the limit is 1009, invalid UTF-8 in a text frame (or a close reason)
 /// 1007, any other framing violation 1002 (RFC 6455 §7.4.1); I/O errors and a reset
 /// are a lost connection.
+///
+/// The close frame can still be sent: tungstenite fails only the read (its stream half
+/// is fused, the connection stays `Active`), so the writer sends it as any other.
 ///
 /// A control frame that declares more than `max_frame_bytes` is refused by tungstenite
 /// before its opcode is judged, so it gets 1009, not 1002; one of 126 bytes up to the
