@@ -1,5 +1,7 @@
-//! The agent: HTTP (WebSocket sessions, `/metrics`, `/load`), the agent-check responder,
-//! gRPC (sessions and ORCA), the load reporter, and graceful shutdown.
+//! The agent: HTTP (WebSocket sessions, `/metrics`, `/load`, served by
+//! [`HttpServer`] with a header-read timeout and a bound on pending connections), the
+//! agent-check responder, gRPC (sessions and ORCA), the load reporter, and graceful
+//! shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,13 +18,14 @@ use futures_util::{SinkExt, StreamExt};
 use livecount_session::{EndReason, SessionTracker};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use tonic::transport::server::TcpIncoming;
 
 use crate::conversation::{Incoming, Limits, Outgoing, burn, converse};
 use crate::grpc_agent::AgentService;
+use crate::http_server::HttpServer;
 use crate::orca::OrcaService;
 use crate::protocol::ClientFrame;
 use crate::{AgentConfig, LoadBoard, LoadReport, prometheus_text};
@@ -63,6 +66,7 @@ impl Agent {
         Limits {
             max_session: self.config.max_session,
             idle_timeout: self.config.idle_timeout,
+            write_timeout: self.config.write_timeout,
             work: self.config.work,
             chunk_gap: self.config.chunk_gap,
         }
@@ -74,7 +78,7 @@ impl Agent {
     }
 
     /// Admission: a permit per session, refused at `max_sessions` or while draining.
-    pub(crate) fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Refusal> {
+    pub(crate) fn admit(&self) -> Result<OwnedSemaphorePermit, Refusal> {
         if self.board.is_draining() {
             self.board.note_rejected();
             return Err(Refusal::Draining);
@@ -94,14 +98,21 @@ impl Agent {
         self.shutdown.subscribe()
     }
 
-    /// Runs one session over any transport: registers it, converses, ends it once.
-    pub async fn run_session<S>(&self, incoming: S, out: mpsc::Sender<Outgoing>) -> EndReason
+    /// Runs one session over any transport: registers it, converses, ends it once, and
+    /// releases `slot` (its admission permit) with the end, before the close frame.
+    pub async fn run_session<S>(
+        &self,
+        slot: OwnedSemaphorePermit,
+        incoming: S,
+        out: mpsc::Sender<Outgoing>,
+    ) -> EndReason
     where
         S: futures_util::Stream<Item = Incoming> + Unpin,
     {
         let session = self.tracker.start();
         converse(
             session,
+            Some(slot),
             incoming,
             out,
             self.limits(),
@@ -142,10 +153,7 @@ async fn session_route(State(agent): State<Arc<Agent>>, ws: WebSocketUpgrade) ->
     let bytes = agent.config.max_frame_bytes;
     ws.max_message_size(bytes)
         .max_frame_size(bytes)
-        .on_upgrade(move |socket| async move {
-            websocket_session(&agent, socket).await;
-            drop(permit);
-        })
+        .on_upgrade(move |socket| async move { websocket_session(&agent, permit, socket).await })
 }
 
 /// Maps WebSocket messages to [`Incoming`]; pings and pongs are handled by axum.
@@ -160,24 +168,51 @@ fn incoming(msg: Result<Message, axum::Error>) -> Option<Incoming> {
         )),
         Ok(Message::Ping(_) | Message::Pong(_)) => None,
         Ok(Message::Close(_)) => Some(Incoming::Closed),
-        Err(e) => {
-            let text = e.to_string();
-            let too_big = text.contains("too long")
-                || text.contains("too big")
-                || text.contains("Space limit");
-            Some(if too_big {
-                Incoming::TooLarge
-            } else {
-                Incoming::Lost
-            })
-        }
+        Err(e) => Some(transport_error(e)),
     }
 }
 
-async fn websocket_session(agent: &Agent, socket: WebSocket) {
+/// Classifies a WebSocket read error by its type (axum wraps tungstenite's error):
+/// a message above the limit is 1009, invalid UTF-8 in a text frame (or a close reason)
+/// 1007, any other framing violation 1002 (RFC 6455 §7.4.1); I/O errors and a reset
+/// are a lost connection.
+///
+/// The close frame can still be sent: tungstenite fails only the read (its stream half
+/// is fused, the connection stays `Active`), so the writer sends it as any other.
+///
+/// A control frame that declares more than `max_frame_bytes` is refused by tungstenite
+/// before its opcode is judged, so it gets 1009, not 1002; one of 126 bytes up to the
+/// limit is a protocol error (1002).
+fn transport_error(e: axum::Error) -> Incoming {
+    use tungstenite::Error as Ws;
+    use tungstenite::error::ProtocolError;
+    let Ok(e) = e.into_inner().downcast::<Ws>() else {
+        return Incoming::Lost;
+    };
+    match *e {
+        Ws::Capacity(_) => Incoming::TooLarge,
+        Ws::Utf8(_) => Incoming::Violation {
+            code: 1007,
+            reason: "invalid UTF-8",
+        },
+        Ws::Protocol(ProtocolError::ResetWithoutClosingHandshake) => Incoming::Lost,
+        Ws::Protocol(_) => Incoming::Violation {
+            code: 1002,
+            reason: "protocol error",
+        },
+        _ => Incoming::Lost,
+    }
+}
+
+/// Runs a session on an upgraded WebSocket. The writer task is bounded: a frame the
+/// socket does not take within the write timeout ends it (dropping its half of the
+/// socket, so the session sees `Disconnected`), and once the session has ended it gets
+/// one write timeout to say its last frames before it is aborted.
+async fn websocket_session(agent: &Agent, slot: OwnedSemaphorePermit, socket: WebSocket) {
     let (mut sink, stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Outgoing>(64);
-    let writer = tokio::spawn(async move {
+    let limit = agent.config.write_timeout;
+    let mut writer = tokio::spawn(async move {
         while let Some(out) = rx.recv().await {
             let msg = match out {
                 Outgoing::Frame(frame) => Message::Text(frame.to_json().into()),
@@ -187,15 +222,21 @@ async fn websocket_session(agent: &Agent, socket: WebSocket) {
                 })),
             };
             let closing = matches!(msg, Message::Close(_));
-            if sink.send(msg).await.is_err() || closing {
+            let sent = tokio::time::timeout(limit, sink.send(msg)).await;
+            if !matches!(sent, Ok(Ok(()))) {
+                return;
+            }
+            if closing {
                 break;
             }
         }
-        let _ = sink.close().await;
+        let _ = tokio::time::timeout(limit, sink.close()).await;
     });
     let frames = stream.filter_map(|msg| std::future::ready(incoming(msg)));
-    agent.run_session(Box::pin(frames), tx).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    agent.run_session(slot, Box::pin(frames), tx).await;
+    if tokio::time::timeout(limit, &mut writer).await.is_err() {
+        writer.abort();
+    }
 }
 
 async fn load_route(State(agent): State<Arc<Agent>>) -> Response {
@@ -312,21 +353,21 @@ impl RunningAgent {
             grpc_task: grpc.map(|listener| tokio::spawn(serve_grpc(listener, Arc::clone(&agent)))),
             stop_background,
         };
+        let server = HttpServer::new(
+            agent.config.header_read_timeout,
+            agent.config.max_pending_connections,
+        );
         let app = router(Arc::clone(&agent));
-        let mut stopped = agent.shutdown.subscribe();
-        running.tasks.push(tokio::spawn(async move {
-            let until_stop = async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            };
-            let _ = axum::serve(http, app)
-                .with_graceful_shutdown(until_stop)
-                .await;
-        }));
+        let stopped = agent.shutdown.subscribe();
+        running
+            .tasks
+            .push(tokio::spawn(server.clone().serve(http, app, stopped)));
         if let Some(listener) = metrics {
             let app = load_router(Arc::clone(&agent));
-            running.tasks.push(tokio::spawn(async move {
-                let _ = axum::serve(listener, app).await;
-            }));
+            let stopped = agent.shutdown.subscribe();
+            running
+                .tasks
+                .push(tokio::spawn(server.serve(listener, app, stopped)));
         }
         if let Some(listener) = check {
             running

@@ -27,8 +27,18 @@ pub struct AgentConfig {
     pub max_sessions: u64,
     /// Longest session; it then ends `TimedOut` (close code 1000, "max session length").
     pub max_session: Duration,
-    /// A session with no client frame for this long ends `Reaped` (close code 1008).
+    /// A session with no client frame for this long ends `Disconnected`, a missed
+    /// heartbeat (close code 1008); `Reaped` is left to the ghost reaper.
     pub idle_timeout: Duration,
+    /// A frame that waits this long for a client that stopped reading ends the session
+    /// `Disconnected` (no CLI flag yet).
+    pub write_timeout: Duration,
+    /// An HTTP connection whose request head has not fully arrived this long after it
+    /// started (or after the last response, on keep-alive) is closed (no CLI flag yet).
+    pub header_read_timeout: Duration,
+    /// At most this many HTTP connections not yet upgraded to a WebSocket; at the bound a
+    /// new connection closes the oldest of them (no CLI flag yet).
+    pub max_pending_connections: usize,
     /// Largest client message accepted, bytes; larger ones close the session with 1009.
     pub max_frame_bytes: usize,
     /// CPU burned per response chunk, so speaking sessions cost something.
@@ -122,6 +132,21 @@ pub struct ServeArgs {
     #[arg(long = "idle-timeout-secs", value_name = "S", default_value = "60",
           allow_negative_numbers = true, value_parser = seconds(MIN_TIMEOUT_SECS, MAX_SECS))]
     idle_timeout: Duration,
+    /// End a session whose client takes no frame for S seconds (a stalled reader),
+    /// Disconnected; 0.01..=3600
+    #[arg(long = "write-timeout-secs", value_name = "S", default_value = "10",
+          allow_negative_numbers = true, value_parser = seconds(0.01, 3600.0))]
+    write_timeout: Duration,
+    /// Close connections that have not sent a whole request head within S seconds
+    /// (slowloris); 0.01..=3600
+    #[arg(long = "header-read-timeout-secs", value_name = "S", default_value = "10",
+          allow_negative_numbers = true, value_parser = seconds(0.01, 3600.0))]
+    header_read_timeout: Duration,
+    /// Connections not yet upgraded held at once; at the bound the oldest is closed,
+    /// 1..=100000
+    #[arg(long, value_name = "N", default_value = "256", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_pending_connections: u64,
     /// Close sessions sending a message above B bytes (WebSocket 1009), 64..=67108864
     #[arg(long, value_name = "B", default_value = "16384", allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(MIN_FRAME_BYTES..=MAX_FRAME_BYTES))]
@@ -178,6 +203,10 @@ impl ServeArgs {
             max_sessions: self.max_sessions,
             max_session: self.max_session,
             idle_timeout: self.idle_timeout,
+            write_timeout: self.write_timeout,
+            header_read_timeout: self.header_read_timeout,
+            max_pending_connections: usize::try_from(self.max_pending_connections)
+                .expect("at most 100 000"),
             max_frame_bytes: usize::try_from(self.max_frame_bytes).expect("at most 64 MiB"),
             work: Duration::from_millis(self.work_ms),
             chunk_gap: Duration::from_millis(self.chunk_gap_ms),

@@ -1,14 +1,21 @@
 //! One session's life, independent of the transport: frames in, frames out, and exactly
-//! one ending — whichever of bye, close, disconnect, deadline, idle timeout, bad input or
-//! shutdown comes first.
+//! one ending — whichever of bye, close, disconnect, deadline, idle timeout, a stalled
+//! writer, bad input or shutdown comes first.
+//!
+//! No send blocks the conversation: the response streams from its own task, and a frame
+//! the loop itself answers with (`interrupted`) waits for room in a `select!` arm next to
+//! the timers. When frames wait and the transport takes none of them for
+//! [`Limits::write_timeout`], the client stopped reading: the session ends
+//! `Disconnected`. The admission slot goes with the session's end, before the last
+//! frames (`error`, close), which are best effort with a short bound.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt};
 use livecount_session::{EndReason, Phase, Session};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::protocol::{ClientFrame, ServerFrame};
@@ -22,9 +29,17 @@ pub enum Incoming {
     Malformed(String),
     /// A message above the size limit.
     TooLarge,
+    /// The client broke the transport's protocol (for WebSocket: RFC 6455 framing, 1002,
+    /// or invalid UTF-8 in a text frame, 1007); the session fails with `code`.
+    Violation {
+        /// RFC 6455 close code: 1002 protocol error or 1007 invalid payload data.
+        code: u16,
+        /// Human-readable reason for the close frame.
+        reason: &'static str,
+    },
     /// The client closed the stream cleanly (close frame, end of the gRPC stream).
     Closed,
-    /// The transport failed: reset, EOF without a close, protocol error.
+    /// The transport failed: reset, EOF without a close.
     Lost,
 }
 
@@ -35,8 +50,8 @@ pub enum Outgoing {
     Frame(ServerFrame),
     /// Close the stream with a WebSocket close code (gRPC maps it to a status).
     Close {
-        /// RFC 6455 close code: 1000 normal, 1001 going away, 1007 invalid data,
-        /// 1008 policy (idle), 1009 too big.
+        /// RFC 6455 close code: 1000 normal, 1001 going away, 1002 protocol error,
+        /// 1007 invalid data, 1008 policy (idle), 1009 too big.
         code: u16,
         /// Human-readable reason.
         reason: &'static str,
@@ -50,11 +65,21 @@ pub struct Limits {
     pub max_session: Duration,
     /// Longest silence from the client.
     pub idle_timeout: Duration,
+    /// Longest a frame may wait for the transport to take it (a client that stopped
+    /// reading); the session then ends `Disconnected`.
+    pub write_timeout: Duration,
     /// CPU burned per chunk.
     pub work: Duration,
     /// Pause between chunks.
     pub chunk_gap: Duration,
 }
+
+/// The longest the final close frame may wait for room: the session has ended already,
+/// so this bounds only how long its task lingers.
+const CLOSE_BOUND: Duration = Duration::from_secs(1);
+
+/// How a conversation ends: the reason, and the close frame to send (if any).
+type Ending = (EndReason, Option<(u16, &'static str)>);
 
 /// The response being streamed.
 #[derive(Debug)]
@@ -73,11 +98,103 @@ pub fn burn(d: Duration) {
     }
 }
 
+/// `now + d`, saturating at a far future instead of overflowing (`Instant + Duration`
+/// panics past the platform's range).
+fn after(d: Duration) -> tokio::time::Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+    tokio::time::Instant::now() + d.min(FAR)
+}
+
+// === impl Output ===
+
+/// The conversation's end of the output channel: a sender that counts the frames it has
+/// put in, so that [`StallWatch`] can tell how many the transport has taken out.
+#[derive(Debug, Clone)]
+struct Output {
+    tx: mpsc::Sender<Outgoing>,
+    put: Arc<AtomicU64>,
+}
+
+impl Output {
+    fn new(tx: mpsc::Sender<Outgoing>) -> Self {
+        Self {
+            tx,
+            put: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Sends `frame`, waiting for room; `Err` if the transport is gone.
+    async fn send(&self, frame: Outgoing) -> Result<(), ()> {
+        self.tx.send(frame).await.map_err(drop)?;
+        self.counted();
+        Ok(())
+    }
+
+    /// Notes one frame put in.
+    fn counted(&self) {
+        // Relaxed: the count is an estimate read next to the channel's length; a reader
+        // that misses the latest send sees less progress, and the stall watch needs
+        // progress over a whole write timeout, so a momentary lag cannot end a session.
+        self.put.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Frames waiting in the channel, and frames the transport has taken out so far.
+    fn queued_and_taken(&self) -> (u64, u64) {
+        let queued = (self.tx.max_capacity() - self.tx.capacity()) as u64;
+        let put = self.put.load(Ordering::Relaxed);
+        (queued, put.saturating_sub(queued))
+    }
+}
+
+// === impl StallWatch ===
+
+/// Decides that the client stopped reading: frames wait in the output channel and the
+/// transport has taken none of them for the write timeout. A slow reader that takes
+/// something now and then is progress, not a stall; a client that keeps sending (even
+/// `speak`s that restart the response) does not reset it.
+#[derive(Debug)]
+struct StallWatch {
+    limit: Duration,
+    period: Duration,
+    next_check: tokio::time::Instant,
+    last_taken: u64,
+    stuck_since: Option<tokio::time::Instant>,
+}
+
+impl StallWatch {
+    fn new(limit: Duration) -> Self {
+        // Checked four times per timeout: a stall is seen at most a quarter late.
+        let period = (limit / 4).max(Duration::from_millis(10));
+        Self {
+            limit,
+            period,
+            next_check: after(period),
+            last_taken: 0,
+            stuck_since: None,
+        }
+    }
+
+    /// Looks at `out` (at `next_check`); `true` once nothing was taken for the limit
+    /// while something waited.
+    fn stalled(&mut self, out: &Output) -> bool {
+        let now = tokio::time::Instant::now();
+        self.next_check = after(self.period);
+        let (queued, taken) = out.queued_and_taken();
+        if queued == 0 || taken > self.last_taken {
+            self.last_taken = self.last_taken.max(taken);
+            self.stuck_since = None;
+            return false;
+        }
+        let since = *self.stuck_since.get_or_insert(now);
+        now.duration_since(since) >= self.limit
+    }
+}
+
 fn spawn_response(
     id: u64,
     chunks: u32,
     limits: Limits,
-    out: mpsc::Sender<Outgoing>,
+    out: Output,
     done: mpsc::UnboundedSender<u64>,
 ) -> Response {
     let sent = Arc::new(AtomicU32::new(0));
@@ -88,6 +205,8 @@ fn spawn_response(
                 let work = limits.work;
                 let _ = tokio::task::spawn_blocking(move || burn(work)).await;
             }
+            // Waits for room without a bound of its own: the loop's stall watch ends the
+            // session (and aborts this task) if the transport stops taking frames.
             if out
                 .send(Outgoing::Frame(ServerFrame::Chunk { seq }))
                 .await
@@ -96,20 +215,117 @@ fn spawn_response(
                 return;
             }
             counter.store(seq + 1, Ordering::Release);
-            tokio::time::sleep(limits.chunk_gap).await;
+            // A zero gap does not sleep: tokio would round it up to its 1 ms timer tick.
+            if !limits.chunk_gap.is_zero() {
+                tokio::time::sleep(limits.chunk_gap).await;
+            }
         }
-        let _ = out
+        if out
             .send(Outgoing::Frame(ServerFrame::Done { chunks }))
-            .await;
-        let _ = done.send(id);
+            .await
+            .is_ok()
+        {
+            let _ = done.send(id);
+        }
     });
     Response { id, task, sent }
 }
 
+/// The state of one conversation between its frames.
+#[derive(Debug)]
+struct Conversation {
+    session: Session,
+    out: Output,
+    limits: Limits,
+    done: mpsc::UnboundedSender<u64>,
+    response: Option<Response>,
+    next_id: u64,
+    /// A frame the loop answered with, waiting for room in `out`.
+    pending: Option<Outgoing>,
+    /// A frame to send after the end, before the close frame (why the input failed).
+    farewell: Option<ServerFrame>,
+}
+
+impl Conversation {
+    /// Handles what the transport delivered; `Some` ends the conversation.
+    fn on_incoming(&mut self, msg: Option<Incoming>) -> Option<Ending> {
+        self.session.touch();
+        match msg? {
+            Incoming::Frame(ClientFrame::Speak { chunks }) => {
+                self.stop_response();
+                self.next_id += 1;
+                self.session.set_phase(Phase::Generating);
+                let (out, done) = (self.out.clone(), self.done.clone());
+                let response = spawn_response(self.next_id, chunks, self.limits, out, done);
+                self.response = Some(response);
+            }
+            Incoming::Frame(ClientFrame::Interrupt) => {
+                let sent = self.stop_response();
+                self.session.set_phase(Phase::Listening);
+                self.pending = Some(Outgoing::Frame(ServerFrame::Interrupted { sent }));
+            }
+            Incoming::Frame(ClientFrame::Idle) => {}
+            Incoming::Frame(ClientFrame::Bye) => {
+                return Some((EndReason::Completed, Some((1000, "bye"))));
+            }
+            Incoming::Malformed(message) => {
+                self.farewell = Some(ServerFrame::Error { message });
+                return Some((EndReason::Failed, Some((1007, "invalid frame"))));
+            }
+            Incoming::TooLarge => {
+                return Some((EndReason::Failed, Some((1009, "message too big"))));
+            }
+            Incoming::Violation { code, reason } => {
+                return Some((EndReason::Failed, Some((code, reason))));
+            }
+            Incoming::Closed => return Some((EndReason::Completed, None)),
+            Incoming::Lost => return Some((EndReason::Disconnected, None)),
+        }
+        None
+    }
+
+    /// Aborts the current response, returning the chunks it had sent.
+    fn stop_response(&mut self) -> u32 {
+        self.response.take().map_or(0, |r| {
+            r.task.abort();
+            r.sent.load(Ordering::Acquire)
+        })
+    }
+
+    /// Response `id` has sent its `done`.
+    fn on_done(&mut self, id: u64) {
+        if self.response.as_ref().is_some_and(|r| r.id == id) {
+            self.response = None;
+            self.session.set_phase(Phase::Listening);
+        }
+    }
+
+    /// After the end: the farewell frame and the close, for at most [`CLOSE_BOUND`].
+    async fn say_goodbye(&mut self, close: Option<(u16, &'static str)>) {
+        let last_words = self.farewell.take().map(Outgoing::Frame).into_iter();
+        let close = close.map(|(code, reason)| Outgoing::Close { code, reason });
+        let out = &self.out;
+        let goodbye = async {
+            for frame in last_words.chain(close) {
+                if out.send(frame).await.is_err() {
+                    return;
+                }
+            }
+        };
+        let bound = CLOSE_BOUND.min(self.limits.write_timeout);
+        let _ = tokio::time::timeout(bound, goodbye).await;
+    }
+}
+
 /// Runs one session to its end and returns the reason it ended with (the first ending
 /// wins: a session ended elsewhere, e.g. by `end_all`, reports that reason).
+///
+/// `slot` (the session's admission permit) is released right after the session ends,
+/// before the last frames (an `error`, the close) are offered to `out` for at most a
+/// second: a client that does not read holds neither the count nor the slot.
 pub async fn converse<S>(
-    mut session: Session,
+    session: Session,
+    slot: Option<OwnedSemaphorePermit>,
     mut incoming: S,
     out: mpsc::Sender<Outgoing>,
     limits: Limits,
@@ -118,55 +334,54 @@ pub async fn converse<S>(
 where
     S: Stream<Item = Incoming> + Unpin,
 {
-    let deadline = tokio::time::Instant::now() + limits.max_session;
-    let mut idle = tokio::time::Instant::now() + limits.idle_timeout;
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
-    let mut response: Option<Response> = None;
-    let mut next_id = 0u64;
+    let deadline = after(limits.max_session);
+    let mut idle = after(limits.idle_timeout);
+    let mut stall = StallWatch::new(limits.write_timeout);
+    let (done, mut done_rx) = mpsc::unbounded_channel();
+    let out = Output::new(out);
+    // The loop's own handle on `out` (the select arms borrow it while `c` changes).
+    let room_in = out.clone();
+    let mut c = Conversation {
+        session,
+        out,
+        limits,
+        done,
+        response: None,
+        next_id: 0,
+        pending: None,
+        farewell: None,
+    };
     let (reason, close) = loop {
         if *shutdown.borrow() {
             break (EndReason::Shutdown, Some((1001, "server shutting down")));
         }
         tokio::select! {
-            msg = incoming.next() => {
-                idle = tokio::time::Instant::now() + limits.idle_timeout;
-                session.touch();
-                match msg {
-                    Some(Incoming::Frame(ClientFrame::Speak { chunks })) => {
-                        if let Some(r) = response.take() {
-                            r.task.abort();
-                        }
-                        next_id += 1;
-                        session.set_phase(Phase::Generating);
-                        response = Some(spawn_response(next_id, chunks, limits, out.clone(), done_tx.clone()));
-                    }
-                    Some(Incoming::Frame(ClientFrame::Interrupt)) => {
-                        let sent = response.take().map_or(0, |r| {
-                            r.task.abort();
-                            r.sent.load(Ordering::Acquire)
-                        });
-                        session.set_phase(Phase::Listening);
-                        let _ = out.send(Outgoing::Frame(ServerFrame::Interrupted { sent })).await;
-                    }
-                    Some(Incoming::Frame(ClientFrame::Idle)) => {}
-                    Some(Incoming::Frame(ClientFrame::Bye)) => break (EndReason::Completed, Some((1000, "bye"))),
-                    Some(Incoming::Malformed(message)) => {
-                        let _ = out.send(Outgoing::Frame(ServerFrame::Error { message })).await;
-                        break (EndReason::Failed, Some((1007, "invalid frame")));
-                    }
-                    Some(Incoming::TooLarge) => break (EndReason::Failed, Some((1009, "message too big"))),
-                    Some(Incoming::Closed) => break (EndReason::Completed, None),
-                    Some(Incoming::Lost) | None => break (EndReason::Disconnected, None),
+            // While a reply waits for room, input waits too (the client is not reading).
+            msg = incoming.next(), if c.pending.is_none() => {
+                idle = after(limits.idle_timeout);
+                if let Some(ending) = c.on_incoming(msg) {
+                    break ending;
                 }
             }
-            Some(id) = done_rx.recv() => {
-                if response.as_ref().is_some_and(|r| r.id == id) {
-                    response = None;
-                    session.set_phase(Phase::Listening);
+            room = room_in.tx.reserve(), if c.pending.is_some() => match (room, c.pending.take()) {
+                (Ok(room), Some(frame)) => {
+                    room.send(frame);
+                    room_in.counted();
+                }
+                _ => break (EndReason::Disconnected, None),
+            },
+            Some(id) = done_rx.recv() => c.on_done(id),
+            () = tokio::time::sleep_until(stall.next_check) => {
+                if stall.stalled(&room_in) {
+                    // The client stopped reading: a dead peer for all we can tell.
+                    break (EndReason::Disconnected, None);
                 }
             }
+            // The transport's writer is gone (a failed or timed-out write).
+            () = room_in.tx.closed() => break (EndReason::Disconnected, None),
             () = tokio::time::sleep_until(deadline) => break (EndReason::TimedOut, Some((1000, "max session length"))),
-            () = tokio::time::sleep_until(idle) => break (EndReason::Reaped, Some((1008, "idle timeout"))),
+            // A missed heartbeat, as the session crate names it (`Reaped` is the reaper's).
+            () = tokio::time::sleep_until(idle) => break (EndReason::Disconnected, Some((1008, "idle timeout"))),
             changed = shutdown.changed() => {
                 if changed.is_err() {
                     // The agent is gone without saying so: end as a shutdown would.
@@ -175,12 +390,173 @@ where
             }
         }
     };
-    if let Some(r) = response.take() {
-        r.task.abort();
+    c.stop_response();
+    c.session.end(reason);
+    drop(slot);
+    c.say_goodbye(close).await;
+    c.session.reason().unwrap_or(reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use livecount_session::SessionTracker;
+    use tokio::sync::Semaphore;
+
+    fn limits() -> Limits {
+        Limits {
+            max_session: Duration::from_secs(3600),
+            idle_timeout: Duration::from_secs(3600),
+            write_timeout: Duration::from_secs(2),
+            work: Duration::ZERO,
+            chunk_gap: Duration::ZERO,
+        }
     }
-    session.end(reason);
-    if let Some((code, reason)) = close {
-        let _ = out.send(Outgoing::Close { code, reason }).await;
+
+    /// A conversation whose output nobody reads (a gRPC response stream the client's
+    /// window keeps unpolled): frames in through the returned sender.
+    struct Stalled {
+        tracker: SessionTracker,
+        slots: Arc<Semaphore>,
+        frames: mpsc::UnboundedSender<Incoming>,
+        ended: JoinHandle<EndReason>,
+        unread: mpsc::Receiver<Outgoing>,
+        _shutdown: watch::Sender<bool>,
     }
-    session.reason().unwrap_or(reason)
+
+    fn stalled() -> Stalled {
+        let tracker: SessionTracker = SessionTracker::new();
+        let slots = Arc::new(Semaphore::new(1));
+        let slot = Arc::clone(&slots).try_acquire_owned().unwrap();
+        let (frames, rx) = mpsc::unbounded_channel();
+        let incoming = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|msg| (msg, rx))
+        });
+        let (out, unread) = mpsc::channel(8);
+        let shutdown = watch::channel(false).0;
+        let session = tracker.start();
+        let ended = tokio::spawn(converse(
+            session,
+            Some(slot),
+            Box::pin(incoming),
+            out,
+            limits(),
+            shutdown.subscribe(),
+        ));
+        Stalled {
+            tracker,
+            slots,
+            frames,
+            ended,
+            unread,
+            _shutdown: shutdown,
+        }
+    }
+
+    /// Waits (in paused time) until the session has ended; returns how long it took.
+    async fn ended_after(s: &Stalled) -> Duration {
+        let start = tokio::time::Instant::now();
+        while s.tracker.active() > 0 {
+            assert!(start.elapsed() < Duration::from_secs(60), "never ended");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        start.elapsed()
+    }
+
+    /// Sends `frame` every 100 ms, as a client that keeps talking does.
+    fn every_100ms(s: &Stalled, frame: ClientFrame) -> JoinHandle<()> {
+        let frames = s.frames.clone();
+        tokio::spawn(async move {
+            while frames.send(Incoming::Frame(frame)).is_ok() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_response_nobody_reads_ends_disconnected_despite_heartbeats() {
+        // `speak` as the heartbeat: each one restarts the response, whose send then
+        // waits afresh; the stall is measured on what the transport takes, not per send.
+        for heartbeat in [ClientFrame::Idle, ClientFrame::Speak { chunks: 10_000 }] {
+            let s = stalled();
+            s.frames
+                .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
+                .unwrap();
+            let heartbeats = every_100ms(&s, heartbeat);
+            let took = ended_after(&s).await;
+            assert!(took < limits().write_timeout * 2, "{heartbeat:?}: {took:?}");
+            assert_eq!(s.slots.available_permits(), 1, "the slot goes with the end");
+            let snapshot = s.tracker.snapshot();
+            assert_eq!(
+                snapshot.ended_by(EndReason::Disconnected),
+                1,
+                "{snapshot:?}"
+            );
+            // The close frame finds no room either: a short bound, then the task is done.
+            let reason = tokio::time::timeout(Duration::from_secs(2), s.ended).await;
+            assert_eq!(reason.unwrap().unwrap(), EndReason::Disconnected);
+            heartbeats.abort();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reader_that_keeps_taking_frames_is_not_a_stall() {
+        let mut s = stalled();
+        s.frames
+            .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
+            .unwrap();
+        let heartbeats = every_100ms(&s, ClientFrame::Idle);
+        // One frame per 0.9 write timeouts, for ten write timeouts: always behind, never
+        // stuck for a whole write timeout.
+        let pace = limits().write_timeout.mul_f64(0.9);
+        for _ in 0..11 {
+            tokio::time::sleep(pace).await;
+            assert!(s.unread.recv().await.is_some());
+        }
+        assert_eq!(s.tracker.active(), 1, "{:?}", s.tracker.snapshot());
+        heartbeats.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_interrupt_that_finds_no_room_does_not_block_the_timers() {
+        let s = stalled();
+        s.frames
+            .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await; // the output fills up
+        s.frames
+            .send(Incoming::Frame(ClientFrame::Interrupt))
+            .unwrap();
+        let took = ended_after(&s).await;
+        assert!(took < limits().write_timeout * 2, "{took:?}");
+        assert_eq!(s.slots.available_permits(), 1);
+        let reason = tokio::time::timeout(Duration::from_secs(2), s.ended).await;
+        assert_eq!(reason.unwrap().unwrap(), EndReason::Disconnected);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_timeout_is_a_missed_heartbeat_disconnected() {
+        let mut l = limits();
+        l.idle_timeout = Duration::from_secs(1);
+        let tracker: SessionTracker = SessionTracker::new();
+        let (out, mut rx) = mpsc::channel(8);
+        let shutdown = watch::channel(false).0;
+        let reason = converse(
+            tracker.start(),
+            None,
+            futures_util::stream::pending(),
+            out,
+            l,
+            shutdown.subscribe(),
+        )
+        .await;
+        assert_eq!(reason, EndReason::Disconnected);
+        assert_eq!(
+            rx.recv().await,
+            Some(Outgoing::Close {
+                code: 1008,
+                reason: "idle timeout"
+            })
+        );
+    }
 }

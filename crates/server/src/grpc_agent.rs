@@ -59,8 +59,7 @@ impl pb::agent_server::Agent for AgentService {
         let incoming = incoming(request.into_inner(), tx.clone());
         let agent = Arc::clone(&self.agent);
         tokio::spawn(async move {
-            agent.run_session(incoming, tx).await;
-            drop(permit);
+            agent.run_session(permit, incoming, tx).await;
         });
         Ok(Response::new(outgoing(rx)))
     }

@@ -7,8 +7,11 @@
 //!   connection is one `livecount-session` session, `Listening` until the client speaks,
 //!   `Generating` while a response streams; `interrupt` cancels the response and keeps the
 //!   session (barge-in). Exactly one ending per session: `bye` or a close frame →
-//!   `Completed`, a dropped connection → `Disconnected`, the maximum length → `TimedOut`,
-//!   silence → `Reaped`, bad input → `Failed`, shutdown → `Shutdown`.
+//!   `Completed`; a dropped connection, silence past the idle timeout (a missed
+//!   heartbeat, as the session crate names it; `Reaped` is left to the ghost reaper) or a
+//!   client that stops reading → `Disconnected`; the maximum length → `TimedOut`; bad
+//!   input or a WebSocket protocol violation (close 1002 / 1007 / 1009) → `Failed`;
+//!   shutdown → `Shutdown`.
 //! * **Sessions over gRPC** with `--grpc ADDR` ([`grpc_agent`]): the same protocol as
 //!   protobuf frames on one bidirectional stream per call,
 //!   `livecount.agent.v1.Agent/Converse`, admitted, tracked and ended exactly like a
@@ -49,6 +52,7 @@ pub mod conversation;
 pub mod driver;
 pub mod generated;
 pub mod grpc_agent;
+mod http_server;
 mod load_board;
 pub mod orca;
 pub mod prometheus_text;

@@ -253,7 +253,7 @@ async fn bad_frames_end_invalid_argument_and_others_keep_going() {
     assert_eq!(status.message(), "idle timeout");
     assert_eq!(
         settled(&a).await,
-        reasons(&[("completed", 1), ("failed", 2), ("reaped", 1)])
+        reasons(&[("completed", 1), ("failed", 2), ("disconnected", 1)])
     );
     a.shutdown().await;
 }

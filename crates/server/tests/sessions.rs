@@ -140,7 +140,7 @@ async fn bad_input_gets_an_error_or_close_code_and_others_keep_going() {
     );
     let ended = settled(&a).await;
     assert_eq!(ended.get("failed"), Some(&4), "{ended:?}");
-    assert_eq!(ended.get("reaped"), Some(&1), "{ended:?}");
+    assert_eq!(ended.get("disconnected"), Some(&1), "idle: {ended:?}");
     assert_eq!(ended.get("completed"), Some(&1), "{ended:?}");
     a.shutdown().await;
 }
