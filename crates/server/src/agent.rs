@@ -59,7 +59,7 @@ pub struct RunningAgent {
 }
 
 impl Agent {
-    fn limits(&self) -> Limits {
+    pub(crate) fn limits(&self) -> Limits {
         Limits {
             max_session: self.config.max_session,
             idle_timeout: self.config.idle_timeout,
