@@ -113,6 +113,11 @@ fn close(a: f64, b: &serde_json::Value) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(1.0)
 }
 
+/// Reports are compared only once they were taken after the server had observably
+/// reached the state under test (three sessions, one generating): the ORCA stream's
+/// first report is the latest one published, which may be older than the speak. The
+/// test publishes one such stale report on purpose, between the opens and the speak,
+/// where the reporter's tick used to land by chance once in a few dozen runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orca_reports_carry_the_numbers_of_load() {
     let a = agent(&[]).await;
@@ -121,11 +126,15 @@ async fn orca_reports_carry_the_numbers_of_load() {
     for _ in 0..3 {
         sessions.push(open(&ch).await.unwrap());
     }
+    let stale = a.agent.publish(); // as if the reporter ticked right now
+    assert_eq!((stale.active, stale.generating), (3, 0), "{stale:?}");
     sessions[0].send(speak(10_000)).await;
     assert!(matches!(
         sessions[0].recv().await,
         Ok(Some(Server::Chunk(_)))
     ));
+    let reached = a.agent.tracker.snapshot();
+    assert_eq!((reached.active, reached.generating), (3, 1), "{reached:?}");
     let mut reports = orca(&ch).await;
     let mut matched = 0;
     for _ in 0..100 {
@@ -136,10 +145,11 @@ async fn orca_reports_carry_the_numbers_of_load() {
             .expect("the stream stays open");
         let load = fetch_load(&a.http.to_string()).await.unwrap();
         let named = &report.named_metrics;
-        if named["report_sequence"] != load["sequence"].as_u64().unwrap() as f64
-            || named["active_sessions"] < 3.0
-        {
-            continue; // published between the two reads, or before the sessions opened
+        if named["report_sequence"] <= reached.sequence as f64 {
+            continue; // taken before the state under test: true, but of an earlier moment
+        }
+        if named["report_sequence"] != load["sequence"].as_u64().unwrap() as f64 {
+            continue; // published between the two reads
         }
         assert_eq!(named["active_sessions"], 3.0, "{report:?}");
         assert_eq!(named["generating_sessions"], 1.0, "{report:?}");
