@@ -99,7 +99,9 @@ impl AgentService {
     /// the agent's `max_frame_bytes`, requests that are not gRPC refused with HTTP 415.
     pub fn server(agent: Arc<Agent>) -> GrpcOnly<pb::agent_server::AgentServer<Self>> {
         let limit = agent.config.max_frame_bytes;
-        GrpcOnly(pb::agent_server::AgentServer::new(Self { agent }).max_decoding_message_size(limit))
+        GrpcOnly(
+            pb::agent_server::AgentServer::new(Self { agent }).max_decoding_message_size(limit),
+        )
     }
 }
 
@@ -121,7 +123,12 @@ impl pb::agent_server::Agent for AgentService {
         let session = self.agent.tracker.start();
         let call = Arc::new(Call::new(session.handle()));
         let (tx, rx) = mpsc::channel::<Outgoing>(64);
-        let incoming = incoming(request.into_inner(), tx.clone(), Arc::clone(&call), deadline);
+        let incoming = incoming(
+            request.into_inner(),
+            tx.clone(),
+            Arc::clone(&call),
+            deadline,
+        );
         let agent = Arc::clone(&self.agent);
         tokio::spawn(async move {
             let limits = agent.limits();
@@ -393,7 +400,9 @@ fn unsupported_media_type<B>(request: &http::Request<B>) -> http::Response<tonic
     let got = request
         .headers()
         .get(http::header::CONTENT_TYPE)
-        .map_or("none".into(), |v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        .map_or("none".into(), |v| {
+            String::from_utf8_lossy(v.as_bytes()).into_owned()
+        });
     let status = Status::invalid_argument(format!(
         "invalid gRPC request content-type {got:?}: expected application/grpc"
     ));
@@ -474,7 +483,10 @@ mod tests {
         assert_eq!(timeout("300m"), Some(Duration::from_millis(300)));
         assert_eq!(timeout("2S"), Some(Duration::from_secs(2)));
         assert_eq!(timeout("1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(timeout("99999999H"), Some(Duration::from_secs(99_999_999 * 3600)));
+        assert_eq!(
+            timeout("99999999H"),
+            Some(Duration::from_secs(99_999_999 * 3600))
+        );
         assert_eq!(timeout("5n"), Some(Duration::from_nanos(5)));
         for bad in ["", "m", "123456789m", "12x", "-1S", "1.5S"] {
             assert_eq!(timeout(bad), None, "{bad:?}");
@@ -493,7 +505,9 @@ mod tests {
         let big = Status::out_of_range("decoded message length too large");
         assert_eq!(request_error(&big, &call), Incoming::TooLarge);
         let bad = Status::internal("failed to decode Protobuf message");
-        assert!(matches!(request_error(&bad, &call), Incoming::Malformed(m) if m.contains("decode")));
+        assert!(
+            matches!(request_error(&bad, &call), Incoming::Malformed(m) if m.contains("decode"))
+        );
         assert_eq!(
             call.undecodable.get().map(String::as_str),
             Some("failed to decode Protobuf message")
