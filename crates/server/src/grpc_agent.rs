@@ -37,21 +37,25 @@
 //! # Cancellation, half-close and disconnects
 //!
 //! tonic turns a request body the client reset (`RST_STREAM CANCEL`) into a clean end of
-//! the stream, so the request side alone cannot tell a cancel from a half-close. The
-//! reliable signal is the *response* stream: the transport drops it when the stream is
-//! reset or the connection dies, before it has yielded its end. So:
+//! the stream, so the stream tonic hands over cannot tell a cancel from a half-close.
+//! Two signals below tonic can: [`GrpcOnly`] watches the request body and notes that it
+//! failed before tonic hides the error, and the transport drops the *response* stream
+//! when the stream is reset or the connection dies, before the stream has yielded its
+//! end. So:
 //!
 //! * A **half-close** (the request stream ends cleanly) ends the session `Completed`, but
 //!   only once the response in flight, if any, has been handed to the transport up to its
 //!   `done` (or `interrupted`): gRPC's half-close means "no more requests", not "stop".
-//!   With nothing in flight the call ends at once, OK.
-//! * A **cancel** is the response stream dropped while the session is open: a tonic
-//!   client that drops or aborts its call mid-response half-closes and then resets, so
-//!   it lands here, `Cancelled`. (A cancel while nothing streams is indistinguishable
-//!   from a half-close for tonic and ends `Completed`.)
-//! * A **dropped connection** fails the request body with a transport error first:
-//!   `Disconnected`. Request-side events are looked at before the response drop, so a
-//!   dying connection is never counted as a cancel.
+//!   With nothing in flight the call ends at once, OK. The session stays subject to the
+//!   idle timeout meanwhile, as any client that stops sending is.
+//! * A **cancel** is a reset request body, or the response stream dropped while the
+//!   session is open: `Cancelled`, whether a response streams or not. A tonic client
+//!   that drops or aborts its call half-closes and then resets: mid-response that is a
+//!   cancel; while nothing streams it is a cancel if the reset is read with the
+//!   half-close, else the half-close already completed the call.
+//! * A **dropped connection** fails the request body with a transport error (one that
+//!   tonic passes on): `Disconnected`. Request-side events are looked at before the
+//!   response drop, so a dying connection is never counted as a cancel.
 //!
 //! # Deadlines
 //!
@@ -70,11 +74,13 @@
 //! `conversation.rs`'s job (see `tests/hostile_grpc.rs`, `a_stalled_reader_frees_its_slot`).
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt, stream};
+use http_body::Body;
 use livecount_session::{EndHandle, EndReason};
 use tokio::sync::{mpsc, watch};
 use tonic::codegen::{Service, http};
@@ -119,6 +125,7 @@ impl pb::agent_server::Agent for AgentService {
         let permit = self.agent.admit().map_err(|r| refusal_status(&r))?;
         let deadline = grpc_timeout(request.metadata())
             .and_then(|t| tokio::time::Instant::now().checked_add(t));
+        let failed = request.extensions().get::<BodyFailed>().cloned();
         // Started here, before the response headers: a client whose call is open is counted.
         let session = self.agent.tracker.start();
         let call = Arc::new(Call::new(session.handle()));
@@ -128,6 +135,7 @@ impl pb::agent_server::Agent for AgentService {
             tx.clone(),
             Arc::clone(&call),
             deadline,
+            failed.unwrap_or_default(),
         );
         let agent = Arc::clone(&self.agent);
         tokio::spawn(async move {
@@ -230,6 +238,8 @@ fn request_error(status: &Status, call: &Call) -> Incoming {
 /// The request stream as [`Incoming`], with the endings only the transport sees:
 ///
 /// * its clean end is `Closed`, once no response is in flight (see the module docs);
+///   a clean end of a request body that failed (tonic hides a reset that way) ends the
+///   session `Cancelled`;
 /// * the response stream dropped (the client reset the call or went away) ends the
 ///   session `Cancelled`, then says `Lost` so the conversation stops;
 /// * the `grpc-timeout` deadline ends it `TimedOut`, then says `Lost`.
@@ -241,8 +251,10 @@ fn incoming(
     out: mpsc::Sender<Outgoing>,
     call: Arc<Call>,
     deadline: Option<tokio::time::Instant>,
+    failed: BodyFailed,
 ) -> Pin<Box<dyn Stream<Item = Incoming> + Send>> {
     let marks = Arc::clone(&call);
+    let reset = Arc::clone(&call);
     let mut responding = call.responding.subscribe();
     let frames = requests
         .map(move |item| match item {
@@ -256,6 +268,11 @@ fn incoming(
             Err(status) => request_error(&status, &marks),
         })
         .chain(stream::once(async move {
+            if failed.get() {
+                // tonic ended the stream cleanly on a failed body: it was reset (CANCEL).
+                reset.handle.end(EndReason::Cancelled);
+                return Incoming::Lost;
+            }
             let _ = responding.wait_for(|busy| !busy).await;
             Incoming::Closed
         }))
@@ -413,7 +430,7 @@ fn unsupported_media_type<B>(request: &http::Request<B>) -> http::Response<tonic
 
 impl<S, B> Service<http::Request<B>> for GrpcOnly<S>
 where
-    S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S: Service<http::Request<Watched<B>>, Response = http::Response<tonic::body::Body>>,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
 {
@@ -427,11 +444,65 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         if is_grpc(&request) {
+            let failed = BodyFailed::default();
+            let (parts, body) = request.into_parts();
+            let body = Watched {
+                body,
+                failed: failed.clone(),
+            };
+            let mut request = http::Request::from_parts(parts, body);
+            request.extensions_mut().insert(failed);
             Box::pin(self.0.call(request))
         } else {
             let response = unsupported_media_type(&request);
             Box::pin(std::future::ready(Ok(response)))
         }
+    }
+}
+
+// === impl Watched ===
+
+/// Set once a request body has failed (reset, connection error), before tonic sees the
+/// error: tonic turns a reset (`CANCEL`) into a clean end, this tells them apart.
+#[derive(Debug, Clone, Default)]
+struct BodyFailed(Arc<AtomicBool>);
+
+impl BodyFailed {
+    fn get(&self) -> bool {
+        // Relaxed: set and read by the task polling the body, in program order.
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A request body that notes whether it failed, for [`GrpcOnly`] (see the module docs).
+#[derive(Debug)]
+pub struct Watched<B> {
+    body: B,
+    failed: BodyFailed,
+}
+
+impl<B: Body + Unpin> Body for Watched<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(Some(Err(_))) = &frame {
+            // Relaxed: see `BodyFailed::get`.
+            self.failed.0.store(true, Ordering::Relaxed);
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 

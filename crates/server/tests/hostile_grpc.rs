@@ -133,6 +133,26 @@ async fn answer(response: h2::client::ResponseFuture) -> Answer {
     .expect("the call ends within the patience")
 }
 
+/// Reads `n` gRPC messages from a response body (however DATA frames split them).
+async fn read_messages(body: &mut h2::RecvStream, n: usize) -> Vec<pb::ServerFrame> {
+    let (mut bytes, mut frames) = (Vec::new(), Vec::new());
+    while frames.len() < n {
+        let data = tokio::time::timeout(PATIENCE, body.data()).await;
+        let data = data.expect("data within the patience").unwrap().unwrap();
+        let _ = body.flow_control().release_capacity(data.len());
+        bytes.extend_from_slice(&data);
+        while bytes.len() >= 5 {
+            let len = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+            if bytes.len() < 5 + len {
+                break;
+            }
+            frames.push(pb::ServerFrame::decode(&bytes[5..5 + len]).unwrap());
+            bytes.drain(..5 + len);
+        }
+    }
+    frames
+}
+
 /// `Code` as the number `grpc-status` carries.
 fn code(c: Code) -> Option<String> {
     Some((c as i32).to_string())
@@ -232,6 +252,48 @@ async fn a_reset_mid_response_counts_cancelled() {
         body.send_reset(h2::Reason::CANCEL);
     }
     assert_eq!(settled(&a).await, reasons(&[("cancelled", 5)]));
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_while_listening_counts_cancelled_and_a_cut_connection_disconnected() {
+    let a = agent(&[]).await;
+    let mut h2 = raw_h2(a.grpc.unwrap(), 65_535).await;
+    for _ in 0..5 {
+        let (response, mut body) = h2.call("application/grpc").await;
+        body.send_data(framed(&speak(1)), false).unwrap();
+        let mut response = tokio::time::timeout(PATIENCE, response)
+            .await
+            .unwrap()
+            .unwrap()
+            .into_body();
+        // The chunk and the done: the session is listening again, nothing in flight.
+        let frames = read_messages(&mut response, 2).await;
+        assert!(
+            matches!(frames[1].frame, Some(Server::Done(_))),
+            "{frames:?}"
+        );
+        body.send_reset(h2::Reason::CANCEL);
+    }
+    assert_eq!(settled(&a).await, reasons(&[("cancelled", 5)]));
+    let mut calls = Vec::new();
+    for _ in 0..3 {
+        let (response, body) = h2.call("application/grpc").await;
+        let response = tokio::time::timeout(PATIENCE, response).await.unwrap();
+        calls.push((response.unwrap(), body));
+    }
+    tokio::time::timeout(PATIENCE, async {
+        while a.agent.tracker.active() < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    drop(h2); // the connection task goes, and the socket with it
+    assert_eq!(
+        settled(&a).await,
+        reasons(&[("cancelled", 5), ("disconnected", 3)])
+    );
     a.shutdown().await;
 }
 
