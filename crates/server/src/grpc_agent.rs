@@ -105,7 +105,7 @@ impl AgentService {
     /// the agent's `max_frame_bytes`, requests that are not gRPC refused with HTTP 415.
     pub fn server(agent: Arc<Agent>) -> GrpcOnly<pb::agent_server::AgentServer<Self>> {
         let limit = agent.config.max_frame_bytes;
-        GrpcOnly(
+        GrpcOnly::new(
             pb::agent_server::AgentServer::new(Self { agent }).max_decoding_message_size(limit),
         )
     }
@@ -399,6 +399,28 @@ fn server_frame(frame: ServerFrame) -> pb::ServerFrame {
 /// them as if they were gRPC).
 #[derive(Debug, Clone)]
 pub struct GrpcOnly<S>(S);
+
+impl<S> GrpcOnly<S> {
+    /// `service`, refusing requests that are not gRPC. [`AgentService::server`] comes
+    /// wrapped already; any other tonic service can be wrapped the same way:
+    ///
+    /// ```no_run
+    /// # async fn serve(agent: std::sync::Arc<livecount_server::Agent>) {
+    /// use livecount_server::grpc_agent::GrpcOnly;
+    /// use livecount_server::orca::OrcaService;
+    ///
+    /// let orca = GrpcOnly::new(OrcaService::server(agent));
+    /// tonic::transport::Server::builder()
+    ///     .add_service(orca)
+    ///     .serve("127.0.0.1:50051".parse().unwrap())
+    ///     .await
+    ///     .unwrap();
+    /// # }
+    /// ```
+    pub fn new(service: S) -> Self {
+        Self(service)
+    }
+}
 
 impl<S: NamedService> NamedService for GrpcOnly<S> {
     const NAME: &'static str = S::NAME;
