@@ -92,11 +92,12 @@ impl Session {
     }
 }
 
-async fn orca(ch: &Channel) -> Streaming<OrcaLoadReport> {
+/// An ORCA stream reporting every `every` (no faster than the agent publishes).
+async fn orca(ch: &Channel, every: Duration) -> Streaming<OrcaLoadReport> {
     let request = OrcaLoadReportRequest {
         report_interval: Some(prost_types::Duration {
-            seconds: 0,
-            nanos: 0,
+            seconds: every.as_secs() as i64,
+            nanos: every.subsec_nanos() as i32,
         }),
         request_cost_names: Vec::new(),
     };
@@ -135,7 +136,10 @@ async fn orca_reports_carry_the_numbers_of_load() {
     ));
     let reached = a.agent.tracker.snapshot();
     assert_eq!((reached.active, reached.generating), (3, 1), "{reached:?}");
-    let mut reports = orca(&ch).await;
+    // Every 0.3 s against the agent's 0.2 s: were both every 0.2 s, their phases could
+    // lock with each publish landing between a report and the `/load` read after it,
+    // so that no report ever matched.
+    let mut reports = orca(&ch, Duration::from_millis(300)).await;
     let mut matched = 0;
     for _ in 0..100 {
         let report = tokio::time::timeout(Duration::from_secs(5), reports.message())
@@ -305,7 +309,7 @@ async fn shutdown_ends_sessions_unavailable_and_the_orca_stream() {
         open_sessions[0].recv().await,
         Ok(Some(Server::Chunk(_)))
     ));
-    let mut reports = orca(&ch).await;
+    let mut reports = orca(&ch, Duration::ZERO).await;
     reports.message().await.unwrap().expect("a first report");
     let stopping = tokio::spawn(a.shutdown());
     for s in &mut open_sessions {
