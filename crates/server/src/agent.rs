@@ -62,13 +62,14 @@ pub struct RunningAgent {
 }
 
 impl Agent {
-    fn limits(&self) -> Limits {
+    pub(crate) fn limits(&self) -> Limits {
         Limits {
             max_session: self.config.max_session,
             idle_timeout: self.config.idle_timeout,
             write_timeout: self.config.write_timeout,
             work: self.config.work,
             chunk_gap: self.config.chunk_gap,
+            end_when_writer_gone: true,
         }
     }
 

@@ -72,6 +72,11 @@ pub struct Limits {
     pub work: Duration,
     /// Pause between chunks.
     pub chunk_gap: Duration,
+    /// End the session `Disconnected` as soon as the transport's writer is gone (the
+    /// output channel closed). Right for WebSocket, whose writer task owns the socket. A
+    /// transport that can tell why its writer went (gRPC: a reset is `Cancelled`, a lost
+    /// connection `Disconnected`) sets `false` and says so through its incoming stream.
+    pub end_when_writer_gone: bool,
 }
 
 /// The longest the final close frame may wait for room: the session has ended already,
@@ -378,7 +383,7 @@ where
                 }
             }
             // The transport's writer is gone (a failed or timed-out write).
-            () = room_in.tx.closed() => break (EndReason::Disconnected, None),
+            () = room_in.tx.closed(), if limits.end_when_writer_gone => break (EndReason::Disconnected, None),
             () = tokio::time::sleep_until(deadline) => break (EndReason::TimedOut, Some((1000, "max session length"))),
             // A missed heartbeat, as the session crate names it (`Reaped` is the reaper's).
             () = tokio::time::sleep_until(idle) => break (EndReason::Disconnected, Some((1008, "idle timeout"))),
@@ -410,6 +415,7 @@ mod tests {
             write_timeout: Duration::from_secs(2),
             work: Duration::ZERO,
             chunk_gap: Duration::ZERO,
+            end_when_writer_gone: true,
         }
     }
 

@@ -1,30 +1,96 @@
 //! Sessions over gRPC: `livecount.agent.v1.Agent/Converse`, one bidirectional stream per
 //! session, admitted and run exactly like a WebSocket session.
 //!
-//! The WebSocket close codes the conversation ends with become the call's status:
+//! # Endings
 //!
-//! | ending | close code | gRPC status |
+//! Every call ends with exactly one status and its session with exactly one reason:
+//!
+//! | ending | session ends | gRPC status |
 //! | --- | --- | --- |
-//! | `bye`, maximum session length | 1000 | OK (the response stream ends) |
-//! | client ended its stream | — | OK |
-//! | shutdown | 1001 | `UNAVAILABLE` "server shutting down" |
-//! | bad frame (an `Error` frame is sent first) | 1007 | `INVALID_ARGUMENT` with the error |
-//! | idle timeout | 1008 | `DEADLINE_EXCEEDED` "idle timeout" |
-//! | message above `--max-frame-bytes` | 1009 | `RESOURCE_EXHAUSTED` |
+//! | `bye`, maximum session length | `Completed`, `TimedOut` | OK (the response stream ends) |
+//! | client half-closed its stream (no response in flight) | `Completed` | OK |
+//! | client half-closed while a response streams | `Completed` once `done` is sent | OK |
+//! | client reset the stream / dropped the call (response dropped by the transport) | `Cancelled` | — (nobody reads it) |
+//! | connection lost (request body fails) | `Disconnected` | — |
+//! | the client's `grpc-timeout` passed | `TimedOut` | `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)" |
+//! | shutdown | `Shutdown` | `UNAVAILABLE` "server shutting down" |
+//! | bad frame: empty oneof, `chunks` out of range (an `Error` frame first) | `Failed` | `INVALID_ARGUMENT` with the error |
+//! | undecodable message: bad protobuf bytes, compressed flag without `grpc-encoding`, a length prefix past the end of the stream (an `Error` frame first) | `Failed` | `INTERNAL` with tonic's text |
+//! | idle timeout | `Reaped` | `DEADLINE_EXCEEDED` "idle timeout" |
+//! | message above `--max-frame-bytes` | `Failed` | `RESOURCE_EXHAUSTED` |
 //!
-//! Refused before the session starts: `RESOURCE_EXHAUSTED` at `--max-sessions`,
-//! `UNAVAILABLE` while draining, with the text of the HTTP 503.
+//! Undecodable messages are `INTERNAL`, not `INVALID_ARGUMENT`, because the gRPC
+//! specification says so (`doc/statuscodes.md`: "Error parsing request proto" is
+//! `INTERNAL`; `doc/compression.md`: a compressed flag without an encoding "MUST fail
+//! with INTERNAL status"), and tonic and grpc-go answer the same: a client library can
+//! tell a broken encoder (`INTERNAL`) from a request the protocol refuses
+//! (`INVALID_ARGUMENT`). Both count `Failed`.
+//!
+//! Refused before a session starts (nothing is counted but the refusal):
+//! `RESOURCE_EXHAUSTED` at `--max-sessions`, `UNAVAILABLE` while draining (both with the
+//! text of the HTTP 503, counted `rejected`); a `content-type` that is not
+//! `application/grpc…` gets HTTP 415 with `grpc-status` `INVALID_ARGUMENT`, as the gRPC
+//! HTTP/2 protocol asks ("servers SHOULD respond with HTTP status of 415") and grpc-go
+//! does: such a request is not a gRPC call, so it is not a session either; an unknown
+//! `grpc-encoding` gets `UNIMPLEMENTED` from tonic before the handler runs.
+//!
+//! # Cancellation, half-close and disconnects
+//!
+//! tonic turns a request body the client reset (`RST_STREAM CANCEL`) into a clean end of
+//! the stream, so the stream tonic hands over cannot tell a cancel from a half-close.
+//! Two signals below tonic can: [`GrpcOnly`] watches the request body and notes that it
+//! failed before tonic hides the error, and the transport drops the *response* stream
+//! when the stream is reset or the connection dies, before the stream has yielded its
+//! end. So:
+//!
+//! * A **half-close** (the request stream ends cleanly) ends the session `Completed`, but
+//!   only once the response in flight, if any, has been handed to the transport up to its
+//!   `done` (or `interrupted`): gRPC's half-close means "no more requests", not "stop".
+//!   With nothing in flight the call ends at once, OK. The session stays subject to the
+//!   idle timeout meanwhile, as any client that stops sending is.
+//! * A **cancel** is a reset request body, or the response stream dropped while the
+//!   session is open: `Cancelled`, whether a response streams or not. A tonic client
+//!   that drops or aborts its call half-closes and then resets: mid-response that is a
+//!   cancel; while nothing streams it is a cancel if the reset is read with the
+//!   half-close, else the half-close already completed the call.
+//! * A **dropped connection** fails the request body with a transport error (one that
+//!   tonic passes on): `Disconnected`. Request-side events are looked at before the
+//!   response drop, so a dying connection is never counted as a cancel.
+//!
+//! # Deadlines
+//!
+//! A client's `grpc-timeout` bounds the whole call, as gRPC specifies (tonic itself only
+//! bounds the wait for response headers, which a streaming call gets at once). When it
+//! passes, the session ends `TimedOut`: the deadline passed first, which is what that
+//! reason means (also for `--max-session-secs`); `Cancelled` is kept for a client that
+//! gave up on its own. A client that also cancels at its own deadline (grpc-go does)
+//! races the server's timer by one network trip and may be counted `Cancelled`.
+//!
+//! # Admission
+//!
+//! The admission permit is held by the task running the conversation and released when
+//! it returns, which is right after the session ends unless the conversation's final
+//! `Close` send blocks on a reader that stopped reading: bounding that send is
+//! `conversation.rs`'s job (see `tests/hostile_grpc.rs`, `a_stalled_reader_frees_its_slot`).
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_util::{Stream, StreamExt, stream};
-use tokio::sync::mpsc;
+use http_body::Body;
+use livecount_session::{EndHandle, EndReason};
+use tokio::sync::{mpsc, watch};
+use tonic::codegen::{Service, http};
+use tonic::metadata::MetadataMap;
+use tonic::server::NamedService;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::Agent;
 use crate::agent::Refusal;
-use crate::conversation::{Incoming, Outgoing};
+use crate::conversation::{Incoming, Limits, Outgoing, converse};
 use crate::generated::livecount::agent::v1 as pb;
 use crate::protocol::{ClientFrame, ServerFrame};
 
@@ -35,11 +101,13 @@ pub struct AgentService {
 }
 
 impl AgentService {
-    /// The service for `agent`, wrapped for a tonic server, its message size limited to
-    /// the agent's `max_frame_bytes`.
-    pub fn server(agent: Arc<Agent>) -> pb::agent_server::AgentServer<Self> {
+    /// The service for `agent`, wrapped for a tonic server: its message size limited to
+    /// the agent's `max_frame_bytes`, requests that are not gRPC refused with HTTP 415.
+    pub fn server(agent: Arc<Agent>) -> GrpcOnly<pb::agent_server::AgentServer<Self>> {
         let limit = agent.config.max_frame_bytes;
-        pb::agent_server::AgentServer::new(Self { agent }).max_decoding_message_size(limit)
+        GrpcOnly::new(
+            pb::agent_server::AgentServer::new(Self { agent }).max_decoding_message_size(limit),
+        )
     }
 }
 
@@ -55,13 +123,61 @@ impl pb::agent_server::Agent for AgentService {
         request: Request<Streaming<pb::ClientFrame>>,
     ) -> Result<Response<Frames>, Status> {
         let permit = self.agent.admit().map_err(|r| refusal_status(&r))?;
+        let deadline = grpc_timeout(request.metadata())
+            .and_then(|t| tokio::time::Instant::now().checked_add(t));
+        let failed = request.extensions().get::<BodyFailed>().cloned();
+        // Started here, before the response headers: a client whose call is open is counted.
+        let session = self.agent.tracker.start();
+        let call = Arc::new(Call::new(session.handle()));
         let (tx, rx) = mpsc::channel::<Outgoing>(64);
-        let incoming = incoming(request.into_inner(), tx.clone());
+        let incoming = incoming(
+            request.into_inner(),
+            tx.clone(),
+            Arc::clone(&call),
+            deadline,
+            failed.unwrap_or_default(),
+        );
         let agent = Arc::clone(&self.agent);
         tokio::spawn(async move {
-            agent.run_session(permit, incoming, tx).await;
+            // The permit goes with the session's end, not after the last frame's send.
+            // A dropped response is classified by `incoming` (cancel or lost connection).
+            let limits = Limits {
+                end_when_writer_gone: false,
+                ..agent.limits()
+            };
+            converse(
+                session,
+                Some(permit),
+                incoming,
+                tx,
+                limits,
+                agent.shutdown_signal(),
+            )
+            .await;
         });
-        Ok(Response::new(outgoing(rx)))
+        Ok(Response::new(outgoing(rx, call)))
+    }
+}
+
+/// What the two halves of one call tell each other.
+#[derive(Debug)]
+struct Call {
+    /// Ends the session for endings only the transport sees (cancel, deadline).
+    handle: EndHandle,
+    /// `true` from a `speak` or `interrupt` until its `done` or `interrupted` has been
+    /// handed to the transport: a half-close waits for it.
+    responding: watch::Sender<bool>,
+    /// tonic's text for a request it could not decode: the call ends `INTERNAL`.
+    undecodable: OnceLock<String>,
+}
+
+impl Call {
+    fn new(handle: EndHandle) -> Self {
+        Self {
+            handle,
+            responding: watch::Sender::new(false),
+            undecodable: OnceLock::new(),
+        }
     }
 }
 
@@ -73,6 +189,25 @@ fn refusal_status(refusal: &Refusal) -> Status {
         Refusal::Draining => Status::unavailable(message),
         Refusal::AtCapacity { .. } => Status::resource_exhausted(message),
     }
+}
+
+/// The client's `grpc-timeout` (`1..=8` digits and a unit of `H M S m u n`), if valid.
+fn grpc_timeout(metadata: &MetadataMap) -> Option<Duration> {
+    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 /// A protobuf client frame as a protocol frame, range-checked like a JSON one.
@@ -95,54 +230,162 @@ fn client_frame(frame: pb::ClientFrame) -> Incoming {
     }
 }
 
-/// The request stream as [`Incoming`]: its end is `Closed`, an error `Lost` (or
-/// `TooLarge` above the size limit). The response stream being dropped (the client
-/// went away) is `Lost` too, so the session ends even while it only sends.
+/// A request stream error as [`Incoming`]. tonic's own decoding errors carry no source
+/// (bad protobuf, bad compressed flag, a message cut off by the end of the stream):
+/// `TooLarge` above the size limit, else undecodable. Transport errors carry the h2 or
+/// hyper error as their source: `Lost`.
+fn request_error(status: &Status, call: &Call) -> Incoming {
+    if std::error::Error::source(status).is_some() {
+        return Incoming::Lost;
+    }
+    match status.code() {
+        Code::OutOfRange | Code::ResourceExhausted => Incoming::TooLarge,
+        _ => {
+            let _ = call.undecodable.set(status.message().to_owned());
+            Incoming::Malformed(format!("undecodable message: {}", status.message()))
+        }
+    }
+}
+
+/// The request stream as [`Incoming`], with the endings only the transport sees:
+///
+/// * its clean end is `Closed`, once no response is in flight (see the module docs);
+///   a clean end of a request body that failed (tonic hides a reset that way) ends the
+///   session `Cancelled`;
+/// * the response stream dropped (the client reset the call or went away) ends the
+///   session `Cancelled`, then says `Lost` so the conversation stops;
+/// * the `grpc-timeout` deadline ends it `TimedOut`, then says `Lost`.
+///
+/// Request-side items come first (`biased`): a dying connection fails the request body
+/// before the transport drops the response, and must count `Disconnected`.
 fn incoming(
     requests: Streaming<pb::ClientFrame>,
     out: mpsc::Sender<Outgoing>,
+    call: Arc<Call>,
+    deadline: Option<tokio::time::Instant>,
+    failed: BodyFailed,
 ) -> Pin<Box<dyn Stream<Item = Incoming> + Send>> {
+    let marks = Arc::clone(&call);
+    let reset = Arc::clone(&call);
+    let mut responding = call.responding.subscribe();
     let frames = requests
-        .map(|item| match item {
-            Ok(frame) => client_frame(frame),
-            Err(status) if status.code() == Code::OutOfRange => Incoming::TooLarge,
-            Err(status) if status.code() == Code::ResourceExhausted => Incoming::TooLarge,
-            Err(_) => Incoming::Lost,
+        .map(move |item| match item {
+            Ok(frame) => {
+                let frame = client_frame(frame);
+                if let Incoming::Frame(ClientFrame::Speak { .. } | ClientFrame::Interrupt) = frame {
+                    marks.responding.send_replace(true);
+                }
+                frame
+            }
+            Err(status) => request_error(&status, &marks),
         })
-        .chain(stream::once(async { Incoming::Closed }));
-    let gone = stream::once(async move { out.closed().await }).map(|()| Incoming::Lost);
-    Box::pin(stream::select(frames, gone))
+        .chain(stream::once(async move {
+            if failed.get() {
+                // tonic ended the stream cleanly on a failed body: it was reset (CANCEL).
+                reset.handle.end(EndReason::Cancelled);
+                return Incoming::Lost;
+            }
+            let _ = responding.wait_for(|busy| !busy).await;
+            Incoming::Closed
+        }))
+        .boxed();
+    let cancel = Arc::clone(&call);
+    let gone = stream::once(async move {
+        out.closed().await;
+        cancel.handle.end(EndReason::Cancelled);
+        Incoming::Lost
+    });
+    let expired = stream::once(async move {
+        match deadline {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+        call.handle.end(EndReason::TimedOut);
+        Incoming::Lost
+    });
+    Box::pin(Biased {
+        first: frames,
+        then: stream::select(gone.boxed(), expired.boxed()),
+    })
+}
+
+/// Two streams merged, `first` always polled first; ends when `first` ends.
+struct Biased<A, B> {
+    first: A,
+    then: B,
+}
+
+impl<A, B> Stream for Biased<A, B>
+where
+    A: Stream + Unpin,
+    B: Stream<Item = A::Item> + Unpin,
+{
+    type Item = A::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<A::Item>> {
+        if let Poll::Ready(item) = self.first.poll_next_unpin(cx) {
+            return Poll::Ready(item);
+        }
+        match self.then.poll_next_unpin(cx) {
+            Poll::Ready(Some(item)) => Poll::Ready(Some(item)),
+            _ => Poll::Pending,
+        }
+    }
 }
 
 /// The conversation's output as the response stream: frames, then the end of the
-/// stream or a status, from the close code.
-fn outgoing(rx: mpsc::Receiver<Outgoing>) -> Frames {
-    // The state: the channel (None once a close was mapped), the last error frame's text.
+/// stream or a status, from the close code (or the deadline).
+fn outgoing(rx: mpsc::Receiver<Outgoing>, call: Arc<Call>) -> Frames {
+    // The state: the channel (None once the call's end was mapped), the last error text.
     let state = (Some(rx), None::<String>);
-    Box::pin(stream::unfold(state, |(rx, last_error)| async move {
-        let mut rx = rx?;
-        match rx.recv().await? {
-            Outgoing::Frame(frame) => {
-                let last_error = match &frame {
-                    ServerFrame::Error { message } => Some(message.clone()),
-                    _ => last_error,
-                };
-                Some((Ok(server_frame(frame)), (Some(rx), last_error)))
-            }
-            Outgoing::Close { code, reason } => {
-                let status = close_status(code, reason, last_error)?;
-                Some((Err(status), (None, None)))
+    Box::pin(stream::unfold(state, move |(rx, last_error)| {
+        let call = Arc::clone(&call);
+        async move {
+            let mut rx = rx?;
+            let Some(out) = rx.recv().await else {
+                // Every sender is gone without a close: the end of the stream, OK, unless
+                // the deadline ended the session.
+                let expired = call.handle.reason() == Some(EndReason::TimedOut);
+                let status = Status::deadline_exceeded("deadline exceeded (grpc-timeout)");
+                return expired.then_some((Err(status), (None, None)));
+            };
+            match out {
+                Outgoing::Frame(frame) => {
+                    let last_error = match &frame {
+                        ServerFrame::Error { message } => Some(message.clone()),
+                        ServerFrame::Done { .. } | ServerFrame::Interrupted { .. } => {
+                            call.responding.send_replace(false);
+                            last_error
+                        }
+                        ServerFrame::Chunk { .. } => last_error,
+                    };
+                    Some((Ok(server_frame(frame)), (Some(rx), last_error)))
+                }
+                Outgoing::Close { code, reason } => {
+                    let undecodable = call.undecodable.get().cloned();
+                    let status = close_status(code, reason, last_error, undecodable)?;
+                    Some((Err(status), (None, None)))
+                }
             }
         }
     }))
 }
 
-/// The status for a WebSocket close code; `None` for a normal end (OK).
-fn close_status(code: u16, reason: &str, last_error: Option<String>) -> Option<Status> {
+/// The status for a WebSocket close code; `None` for a normal end (OK). A bad frame
+/// (1007) is `INTERNAL` if tonic could not decode it, else `INVALID_ARGUMENT`.
+fn close_status(
+    code: u16,
+    reason: &str,
+    last_error: Option<String>,
+    undecodable: Option<String>,
+) -> Option<Status> {
     Some(match code {
         1000 => return None,
         1001 => Status::unavailable(reason),
-        1007 => Status::invalid_argument(last_error.unwrap_or_else(|| reason.into())),
+        1007 => match undecodable {
+            Some(message) => Status::internal(message),
+            None => Status::invalid_argument(last_error.unwrap_or_else(|| reason.into())),
+        },
         1008 => Status::deadline_exceeded(reason),
         1009 => Status::resource_exhausted(reason),
         _ => Status::internal(reason),
@@ -159,6 +402,142 @@ fn server_frame(frame: ServerFrame) -> pb::ServerFrame {
         ServerFrame::Error { message } => Frame::Error(pb::Error { message }),
     };
     pb::ServerFrame { frame: Some(frame) }
+}
+
+// === impl GrpcOnly ===
+
+/// A gRPC service that refuses requests whose `content-type` is not
+/// `application/grpc…` with HTTP 415 and `grpc-status` `INVALID_ARGUMENT` (tonic serves
+/// them as if they were gRPC).
+#[derive(Debug, Clone)]
+pub struct GrpcOnly<S>(S);
+
+impl<S> GrpcOnly<S> {
+    /// `service`, refusing requests that are not gRPC. [`AgentService::server`] comes
+    /// wrapped already; any other tonic service can be wrapped the same way:
+    ///
+    /// ```no_run
+    /// # async fn serve(agent: std::sync::Arc<livecount_server::Agent>) {
+    /// use livecount_server::grpc_agent::GrpcOnly;
+    /// use livecount_server::orca::OrcaService;
+    ///
+    /// let orca = GrpcOnly::new(OrcaService::server(agent));
+    /// tonic::transport::Server::builder()
+    ///     .add_service(orca)
+    ///     .serve("127.0.0.1:50051".parse().unwrap())
+    ///     .await
+    ///     .unwrap();
+    /// # }
+    /// ```
+    pub fn new(service: S) -> Self {
+        Self(service)
+    }
+}
+
+impl<S: NamedService> NamedService for GrpcOnly<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+/// Whether `request` says it is gRPC.
+fn is_grpc<B>(request: &http::Request<B>) -> bool {
+    request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// The trailers-only 415 answer to a request that is not gRPC.
+fn unsupported_media_type<B>(request: &http::Request<B>) -> http::Response<tonic::body::Body> {
+    let got = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .map_or("none".into(), |v| {
+            String::from_utf8_lossy(v.as_bytes()).into_owned()
+        });
+    let status = Status::invalid_argument(format!(
+        "invalid gRPC request content-type {got:?}: expected application/grpc"
+    ));
+    let mut response = status.into_http::<tonic::body::Body>();
+    *response.status_mut() = http::StatusCode::UNSUPPORTED_MEDIA_TYPE;
+    response
+}
+
+impl<S, B> Service<http::Request<B>> for GrpcOnly<S>
+where
+    S: Service<http::Request<Watched<B>>, Response = http::Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if is_grpc(&request) {
+            let failed = BodyFailed::default();
+            let (parts, body) = request.into_parts();
+            let body = Watched {
+                body,
+                failed: failed.clone(),
+            };
+            let mut request = http::Request::from_parts(parts, body);
+            request.extensions_mut().insert(failed);
+            Box::pin(self.0.call(request))
+        } else {
+            let response = unsupported_media_type(&request);
+            Box::pin(std::future::ready(Ok(response)))
+        }
+    }
+}
+
+// === impl Watched ===
+
+/// Set once a request body has failed (reset, connection error), before tonic sees the
+/// error: tonic turns a reset (`CANCEL`) into a clean end, this tells them apart.
+#[derive(Debug, Clone, Default)]
+struct BodyFailed(Arc<AtomicBool>);
+
+impl BodyFailed {
+    fn get(&self) -> bool {
+        // Relaxed: set and read by the task polling the body, in program order.
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A request body that notes whether it failed, for [`GrpcOnly`] (see the module docs).
+#[derive(Debug)]
+pub struct Watched<B> {
+    body: B,
+    failed: BodyFailed,
+}
+
+impl<B: Body + Unpin> Body for Watched<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(Some(Err(_))) = &frame {
+            // Relaxed: see `BodyFailed::get`.
+            self.failed.0.store(true, Ordering::Relaxed);
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 #[cfg(test)]
@@ -182,13 +561,61 @@ mod tests {
             server_frame(ServerFrame::Done { chunks: 2 }).frame,
             Some(pb::server_frame::Frame::Done(pb::Done { chunks: 2 }))
         );
-        assert!(close_status(1000, "bye", None).is_none());
-        let idle = close_status(1008, "idle timeout", None).unwrap();
+    }
+
+    #[test]
+    fn close_codes_map_to_statuses() {
+        assert!(close_status(1000, "bye", None, None).is_none());
+        let idle = close_status(1008, "idle timeout", None, None).unwrap();
         assert_eq!(
             (idle.code(), idle.message()),
             (Code::DeadlineExceeded, "idle timeout")
         );
-        let bad = close_status(1007, "invalid frame", Some("why".into())).unwrap();
+        let bad = close_status(1007, "invalid frame", Some("why".into()), None).unwrap();
         assert_eq!((bad.code(), bad.message()), (Code::InvalidArgument, "why"));
+        let broken = close_status(1007, "invalid frame", Some("x".into()), Some("t".into()));
+        let broken = broken.unwrap();
+        assert_eq!((broken.code(), broken.message()), (Code::Internal, "t"));
+    }
+
+    #[test]
+    fn grpc_timeouts_parse_and_bad_ones_are_ignored() {
+        let timeout = |v: &str| {
+            let mut m = MetadataMap::new();
+            m.insert("grpc-timeout", v.parse().unwrap());
+            grpc_timeout(&m)
+        };
+        assert_eq!(timeout("300m"), Some(Duration::from_millis(300)));
+        assert_eq!(timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(
+            timeout("99999999H"),
+            Some(Duration::from_secs(99_999_999 * 3600))
+        );
+        assert_eq!(timeout("5n"), Some(Duration::from_nanos(5)));
+        for bad in ["", "m", "123456789m", "12x", "-1S", "1.5S"] {
+            assert_eq!(timeout(bad), None, "{bad:?}");
+        }
+        assert_eq!(grpc_timeout(&MetadataMap::new()), None);
+    }
+
+    #[test]
+    fn decoding_errors_are_malformed_and_transport_errors_lost() {
+        let tracker: livecount_session::SessionTracker = Default::default();
+        let session = tracker.start();
+        let call = Call::new(session.handle());
+        let lost = Status::from_error(Box::new(std::io::Error::other("reset")));
+        assert_eq!(request_error(&lost, &call), Incoming::Lost);
+        assert!(call.undecodable.get().is_none());
+        let big = Status::out_of_range("decoded message length too large");
+        assert_eq!(request_error(&big, &call), Incoming::TooLarge);
+        let bad = Status::internal("failed to decode Protobuf message");
+        assert!(
+            matches!(request_error(&bad, &call), Incoming::Malformed(m) if m.contains("decode"))
+        );
+        assert_eq!(
+            call.undecodable.get().map(String::as_str),
+            Some("failed to decode Protobuf message")
+        );
     }
 }

@@ -92,11 +92,12 @@ impl Session {
     }
 }
 
-async fn orca(ch: &Channel) -> Streaming<OrcaLoadReport> {
+/// An ORCA stream reporting every `every` (no faster than the agent publishes).
+async fn orca(ch: &Channel, every: Duration) -> Streaming<OrcaLoadReport> {
     let request = OrcaLoadReportRequest {
         report_interval: Some(prost_types::Duration {
-            seconds: 0,
-            nanos: 0,
+            seconds: every.as_secs() as i64,
+            nanos: every.subsec_nanos() as i32,
         }),
         request_cost_names: Vec::new(),
     };
@@ -113,6 +114,11 @@ fn close(a: f64, b: &serde_json::Value) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(1.0)
 }
 
+/// Reports are compared only once they were taken after the server had observably
+/// reached the state under test (three sessions, one generating): the ORCA stream's
+/// first report is the latest one published, which may be older than the speak. The
+/// test publishes one such stale report on purpose, between the opens and the speak,
+/// where the reporter's tick used to land by chance once in a few dozen runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orca_reports_carry_the_numbers_of_load() {
     let a = agent(&[]).await;
@@ -121,12 +127,19 @@ async fn orca_reports_carry_the_numbers_of_load() {
     for _ in 0..3 {
         sessions.push(open(&ch).await.unwrap());
     }
+    let stale = a.agent.publish(); // as if the reporter ticked right now
+    assert_eq!((stale.active, stale.generating), (3, 0), "{stale:?}");
     sessions[0].send(speak(10_000)).await;
     assert!(matches!(
         sessions[0].recv().await,
         Ok(Some(Server::Chunk(_)))
     ));
-    let mut reports = orca(&ch).await;
+    let reached = a.agent.tracker.snapshot();
+    assert_eq!((reached.active, reached.generating), (3, 1), "{reached:?}");
+    // Every 0.3 s against the agent's 0.2 s: were both every 0.2 s, their phases could
+    // lock with each publish landing between a report and the `/load` read after it,
+    // so that no report ever matched.
+    let mut reports = orca(&ch, Duration::from_millis(300)).await;
     let mut matched = 0;
     for _ in 0..100 {
         let report = tokio::time::timeout(Duration::from_secs(5), reports.message())
@@ -136,10 +149,11 @@ async fn orca_reports_carry_the_numbers_of_load() {
             .expect("the stream stays open");
         let load = fetch_load(&a.http.to_string()).await.unwrap();
         let named = &report.named_metrics;
-        if named["report_sequence"] != load["sequence"].as_u64().unwrap() as f64
-            || named["active_sessions"] < 3.0
-        {
-            continue; // published between the two reads, or before the sessions opened
+        if named["report_sequence"] <= reached.sequence as f64 {
+            continue; // taken before the state under test: true, but of an earlier moment
+        }
+        if named["report_sequence"] != load["sequence"].as_u64().unwrap() as f64 {
+            continue; // published between the two reads
         }
         assert_eq!(named["active_sessions"], 3.0, "{report:?}");
         assert_eq!(named["generating_sessions"], 1.0, "{report:?}");
@@ -295,7 +309,7 @@ async fn shutdown_ends_sessions_unavailable_and_the_orca_stream() {
         open_sessions[0].recv().await,
         Ok(Some(Server::Chunk(_)))
     ));
-    let mut reports = orca(&ch).await;
+    let mut reports = orca(&ch, Duration::ZERO).await;
     reports.message().await.unwrap().expect("a first report");
     let stopping = tokio::spawn(a.shutdown());
     for s in &mut open_sessions {
