@@ -1,28 +1,31 @@
-//! Everything livecount offers a tokio service, mounted in LINES lines of user code (the
-//! bodies of `echo`, `serve` and `main` as rustfmt lays them out; `use` lines, comments
-//! and signatures not counted):
+//! Everything livecount offers a tokio service, mounted in 29 lines of user code: the
+//! bodies of `echo` (5), `serve` (19) and `main` (5) as rustfmt lays them out, not counting
+//! `use` lines, signatures, comments and the `DRAIN` constant.
 //!
 //! * WebSocket sessions: an echo on `/session`, counted by `WebSocketSessions`;
 //! * a tonic streaming RPC counted as a session until its stream ends: the gRPC health
 //!   service's server-streaming `Health/Watch` (standing in for your own streaming
-//!   service), wrapped in `SessionLayer` with a predicate, so that ORCA's own stream is not
-//!   counted;
-//! * `/load` (JSON) and `/metrics` (Prometheus text), from `livecount_report::router`;
+//!   service), under a `SessionLayer` whose predicate counts only that path, so ORCA's own
+//!   stream is no session;
+//! * `/load` (JSON) and `/metrics` (Prometheus text): `livecount_report::router`;
 //! * ORCA out-of-band load reports (`OrcaService`) on the same tonic server;
 //! * HAProxy agent-check (`serve_agent_check`): `up N%`, or `drain` while shutting down.
 //!
-//! One `LoadBoard` publishes one report per second from one `SessionTracker`, and every
-//! encoder serves that same report.
+//! One `LoadBoard` publishes a report from one `SessionTracker` every report interval (the
+//! capacity model's default, 10 s), and every encoder serves that same report.
 //!
-//! Graceful shutdown (the `CancellationToken`): the board drains (agent-check says `drain`,
-//! ORCA streams end), WebSockets end `Shutdown` with a 1001 close, both servers stop
-//! accepting and wait for their streams, for at most `DRAIN`: a stream that never ends by
-//! itself (a `Watch` does not) is cut off there, its session counted ended `Shutdown`; its
-//! connection closes when the runtime stops.
+//! Graceful shutdown, when the `CancellationToken` is cancelled: WebSockets end `Shutdown`
+//! with a 1001 close, the board drains (agent-check says `drain`, ORCA streams end), and
+//! both servers stop accepting and wait for their streams, for `DRAIN` at most. A stream
+//! that does not end by itself (a `Watch` never does) is cut off there: its session is
+//! counted ended `Shutdown` (`end_all`) and `serve` returns; its connection closes when the
+//! runtime stops. A server's own error is returned once the drain is over.
 //!
 //! `cargo run -p livecount-tower --example full_service`, then a WebSocket client on
-//! `ws://127.0.0.1:3000/session`, `curl 127.0.0.1:3000/load`, `grpcurl -plaintext
-//! 127.0.0.1:50051 grpc.health.v1.Health/Watch`, `nc 127.0.0.1 9101`; Ctrl-C drains.
+//! `ws://127.0.0.1:3000/session`, `curl 127.0.0.1:3000/load` (or `/metrics`), a gRPC
+//! client on `127.0.0.1:50051` (`grpc.health.v1.Health/Watch`, ORCA's
+//! `StreamCoreMetrics`) and HAProxy's agent-check on `127.0.0.1:9101`; Ctrl-C drains.
+//! `tests/full_service.rs` runs `serve` on loopback and checks each of these.
 
 use std::error::Error;
 use std::sync::Arc;
@@ -30,7 +33,7 @@ use std::time::Duration;
 
 use axum::extract::{State, WebSocketUpgrade};
 use axum::{response::Response, routing::get};
-use futures_util::{FutureExt, StreamExt};
+use futures_util::FutureExt;
 use livecount_capacity::CapacityConfig;
 use livecount_report::{LoadBoard, OrcaService, router, serve_agent_check};
 use livecount_session::{EndReason, SessionTracker};
@@ -42,13 +45,14 @@ use tonic::transport::{Server, server::TcpIncoming};
 
 /// The longest a graceful shutdown waits for streams to end (a real service waits a few of
 /// its balancer's check intervals).
-pub(crate) const DRAIN: Duration = Duration::from_secs(3);
+pub(crate) const DRAIN: Duration = Duration::from_secs(5);
 
 /// `/session`: echoes every message back until the client or the server closes.
 async fn echo(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
-    sessions.upgrade(ws, |socket, _session| async move {
-        let (sink, stream) = socket.split();
-        stream.forward(sink).await
+    sessions.upgrade(ws, |mut socket, _session| async move {
+        while let Some(Ok(message)) = socket.recv().await {
+            let _ = socket.send(message).await; // echoing a close fails; the next recv ends
+        }
     })
 }
 
@@ -80,16 +84,15 @@ pub(crate) async fn serve(
     board.set_draining(tracker.snapshot()); // agent-check says drain, ORCA streams end
     let drained = tokio::time::timeout(DRAIN, async { (http.await, grpc.await) }).await;
     tracker.end_all(EndReason::Shutdown); // the streams the drain cut off (a Watch never ends)
-    drained.map_or(Ok(()), |(http, grpc)| Ok((http??, grpc??)).map(drop)) // a server's error
+    drained.map_or(Ok(()), |(http, grpc)| Ok(http??).and(Ok(grpc??))) // a server's error
 }
 
 #[allow(dead_code)] // the integration test includes this file and runs `serve` itself
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
     let shutdown = CancellationToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(tokio::signal::ctrl_c().map(move |_| stop.cancel()));
     let bind = |port| TcpListener::bind(("127.0.0.1", port));
     let (http, grpc, check) = (bind(3000).await?, bind(50051).await?, bind(9101).await?);
-    serve(http, grpc, check, SessionTracker::new(), shutdown).await
+    let served = serve(http, grpc, check, SessionTracker::new(), shutdown.clone());
+    tokio::join!(served, tokio::signal::ctrl_c().map(|_| shutdown.cancel())).0
 }

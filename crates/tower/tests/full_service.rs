@@ -26,6 +26,8 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
+
 /// The bound of every single wait (a report is published every 10 s: the board's default).
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -112,6 +114,19 @@ async fn settle(mut done: impl FnMut() -> bool, what: &str) {
     assert!(timeout(WAIT, poll).await.is_ok(), "timed out: {what}");
 }
 
+/// A WebSocket on `/session` that has echoed `text` once.
+async fn echoing_socket(addr: SocketAddr, text: &str) -> Socket {
+    let url = format!("ws://{addr}/session");
+    let (mut socket, _) = timeout(WAIT, tokio_tungstenite::connect_async(url))
+        .await
+        .unwrap()
+        .unwrap();
+    socket.send(tungstenite::Message::text(text)).await.unwrap();
+    let echoed = timeout(WAIT, socket.next()).await.unwrap().unwrap();
+    assert_eq!(echoed.unwrap(), tungstenite::Message::text(text));
+    socket
+}
+
 async fn channel(addr: SocketAddr) -> Channel {
     let endpoint = Endpoint::from_shared(format!("http://{addr}")).unwrap();
     timeout(WAIT, endpoint.connect()).await.unwrap().unwrap()
@@ -151,21 +166,7 @@ async fn the_full_example_counts_reports_and_drains() {
     let tracker = &running.tracker;
 
     // A WebSocket that echoes, and a Watch stream: two sessions.
-    let url = format!("ws://{}/session", running.http);
-    let (mut socket, _) = timeout(WAIT, tokio_tungstenite::connect_async(url))
-        .await
-        .unwrap()
-        .unwrap();
-    socket
-        .send(tungstenite::Message::text("echo?"))
-        .await
-        .unwrap();
-    let echoed = timeout(WAIT, socket.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert_eq!(echoed, tungstenite::Message::text("echo?"));
+    let mut socket = echoing_socket(running.http, "echo?").await;
     let grpc = channel(running.grpc).await;
     let first_watch = watch(&grpc).await;
 
@@ -255,4 +256,29 @@ async fn settle_refused(addr: SocketAddr) {
         timeout(WAIT, poll).await.is_ok(),
         "agent-check still listening on {addr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_closes_its_socket_completes_its_session() {
+    // The echo answers the client's close frame; the session ends `Completed`, not `Failed`
+    // (as it would if the handler returned the error of echoing the close).
+    let running = start().await;
+    let mut socket = echoing_socket(running.http, "bye").await;
+    timeout(WAIT, socket.close(None)).await.unwrap().unwrap();
+    let tracker = &running.tracker;
+    settle(|| tracker.snapshot().ended == 1, "the session ended").await;
+    let s = tracker.snapshot();
+    assert_eq!(
+        (s.active, s.ended_by(EndReason::Completed)),
+        (0, 1),
+        "{s:?}"
+    );
+
+    // Nothing open: shutdown does not wait out the drain (a generous bound: it takes ms).
+    running.shutdown.cancel();
+    let stopped = timeout(full_service::DRAIN, running.server).await;
+    stopped
+        .expect("serve returns before the drain bound")
+        .unwrap()
+        .unwrap();
 }
