@@ -19,6 +19,12 @@
 //!
 //! # Examples
 //!
+//! A whole service in 29 lines: `examples/full_service.rs` mounts WebSocket sessions, a
+//! tonic streaming RPC counted until its stream ends, `/load`, `/metrics`, ORCA and HAProxy
+//! agent-check (from `livecount-report`) on one tracker, and drains on a
+//! `CancellationToken` within a bound (`cargo run -p livecount-tower --example
+//! full_service`; `tests/full_service.rs` runs it on loopback).
+//!
 //! Counting requests until their bodies end:
 //!
 //! ```
@@ -113,6 +119,10 @@
 //!   tokio-tungstenite clients: shutdown → `Shutdown` and a 1001 close, a refused upgrade
 //!   (or one after shutdown began) counts nothing, a failed one or a panicking handler ends
 //!   `Failed`, a client leaving a stream → `Cancelled`.
+//! * `tests/full_service.rs`: the full example on loopback: `/load`, `/metrics`, ORCA and
+//!   agent-check report a WebSocket and a gRPC `Health/Watch` stream (ORCA's own stream
+//!   uncounted); a client leaving its Watch → `Cancelled`; shutdown → 1001, `drain`, and
+//!   a Watch still open cut off after the bounded drain (`Shutdown`).
 //! * `tests/balance.rs`: a p2c balancer over two `/load` servers sends all 100 requests to
 //!   the less loaded one, follows the reports when they change, and never picks a backend
 //!   whose report is stale or missing over one with a fresh report.

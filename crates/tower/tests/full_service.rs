@@ -1,0 +1,284 @@
+//! Runs `examples/full_service.rs` itself (included, not rebuilt through `cargo run`) on
+//! loopback: a WebSocket and a gRPC `Health/Watch` stream are counted, and `/load`,
+//! `/metrics`, ORCA and agent-check all report them, while ORCA's own stream is not
+//! counted; a client leaving its Watch ends it `Cancelled`; shutdown drains the board, ends
+//! the socket with 1001 and cuts the Watch still open after the bounded drain.
+
+#[path = "../examples/full_service.rs"]
+mod full_service;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use livecount_report::generated::xds::data::orca::v3::OrcaLoadReport;
+use livecount_report::generated::xds::service::orca::v3::OrcaLoadReportRequest;
+use livecount_report::generated::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
+use livecount_session::{EndReason, SessionTracker};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::timeout;
+use tokio_tungstenite::tungstenite::{self, protocol::frame::coding::CloseCode};
+use tokio_util::sync::CancellationToken;
+use tonic::Streaming;
+use tonic::transport::{Channel, Endpoint};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
+
+/// The bound of every single wait (a report is published every 10 s: the board's default).
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Everything the test reads or writes; the running `serve` is `server`.
+struct Running {
+    http: SocketAddr,
+    grpc: SocketAddr,
+    check: SocketAddr,
+    tracker: SessionTracker,
+    shutdown: CancellationToken,
+    server: tokio::task::JoinHandle<Result<(), Box<dyn std::error::Error + Send + Sync>>>,
+}
+
+async fn start() -> Running {
+    let bind = || TcpListener::bind("127.0.0.1:0");
+    let (http, grpc, check) = (
+        bind().await.unwrap(),
+        bind().await.unwrap(),
+        bind().await.unwrap(),
+    );
+    let (tracker, shutdown) = (SessionTracker::new(), CancellationToken::new());
+    let addrs = [&http, &grpc, &check].map(|l| l.local_addr().unwrap());
+    let server = tokio::spawn(full_service::serve(
+        http,
+        grpc,
+        check,
+        tracker.clone(),
+        shutdown.clone(),
+    ));
+    Running {
+        http: addrs[0],
+        grpc: addrs[1],
+        check: addrs[2],
+        tracker,
+        shutdown,
+        server,
+    }
+}
+
+/// Everything a TCP peer at `addr` sends after `request`, until it closes.
+async fn exchange(addr: SocketAddr, request: &str) -> String {
+    let talk = async {
+        let mut conn = TcpStream::connect(addr).await.unwrap();
+        conn.write_all(request.as_bytes()).await.unwrap();
+        let mut text = String::new();
+        conn.read_to_string(&mut text).await.unwrap();
+        text
+    };
+    timeout(WAIT, talk).await.expect("answered in time")
+}
+
+/// The body of a `GET path` answered 200.
+async fn get(addr: SocketAddr, path: &str) -> String {
+    let text = exchange(addr, &format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n")).await;
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.0 200"), "{head}");
+    body.to_owned()
+}
+
+/// Polls `/load` (every 50 ms, within `WAIT`) until it reports `active` sessions.
+async fn load_shows(addr: SocketAddr, active: u64) -> serde_json::Value {
+    let poll = async {
+        loop {
+            let report: serde_json::Value =
+                serde_json::from_str(&get(addr, "/load").await).unwrap();
+            if report["active"] == active {
+                return report;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    timeout(WAIT, poll)
+        .await
+        .unwrap_or_else(|_| panic!("/load never showed active {active}"))
+}
+
+/// Waits (within `WAIT`) until `done` holds; panics naming `what` if not.
+async fn settle(mut done: impl FnMut() -> bool, what: &str) {
+    let poll = async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    assert!(timeout(WAIT, poll).await.is_ok(), "timed out: {what}");
+}
+
+/// A WebSocket on `/session` that has echoed `text` once.
+async fn echoing_socket(addr: SocketAddr, text: &str) -> Socket {
+    let url = format!("ws://{addr}/session");
+    let (mut socket, _) = timeout(WAIT, tokio_tungstenite::connect_async(url))
+        .await
+        .unwrap()
+        .unwrap();
+    socket.send(tungstenite::Message::text(text)).await.unwrap();
+    let echoed = timeout(WAIT, socket.next()).await.unwrap().unwrap();
+    assert_eq!(echoed.unwrap(), tungstenite::Message::text(text));
+    socket
+}
+
+async fn channel(addr: SocketAddr) -> Channel {
+    let endpoint = Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    timeout(WAIT, endpoint.connect()).await.unwrap().unwrap()
+}
+
+/// A `Health/Watch` stream of the whole server, past its first answer (`SERVING`).
+async fn watch(channel: &Channel) -> Streaming<HealthCheckResponse> {
+    let request = HealthCheckRequest::default(); // service "": the server as a whole
+    let mut client = HealthClient::new(channel.clone());
+    let call = client.watch(request);
+    let mut stream = timeout(WAIT, call).await.unwrap().unwrap().into_inner();
+    let first = timeout(WAIT, stream.message()).await.unwrap().unwrap();
+    assert_eq!(first.unwrap().status, ServingStatus::Serving as i32);
+    stream
+}
+
+async fn next_report(orca: &mut Streaming<OrcaLoadReport>) -> Option<OrcaLoadReport> {
+    timeout(WAIT, orca.message()).await.unwrap().unwrap()
+}
+
+/// `up N%` with 1 ≤ N ≤ 100, or `drain`.
+fn is_agent_reply(reply: &str, draining: bool) -> bool {
+    if draining {
+        return reply == "drain\n";
+    }
+    let weight = reply
+        .strip_prefix("up ")
+        .and_then(|r| r.strip_suffix("%\n"));
+    weight
+        .and_then(|w| w.parse::<u32>().ok())
+        .is_some_and(|w| (1..=100).contains(&w))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_full_example_counts_reports_and_drains() {
+    let running = start().await;
+    let tracker = &running.tracker;
+
+    // A WebSocket that echoes, and a Watch stream: two sessions.
+    let mut socket = echoing_socket(running.http, "echo?").await;
+    let grpc = channel(running.grpc).await;
+    let first_watch = watch(&grpc).await;
+
+    // Every encoder reports the two (ORCA's own stream is open meanwhile, not counted).
+    let report = load_shows(running.http, 2).await;
+    assert_eq!(
+        (report["started"].as_u64(), report["draining"].as_bool()),
+        (Some(2), Some(false))
+    );
+    let metrics = get(running.http, "/metrics").await;
+    assert!(
+        metrics.contains("\nlivecount_active_sessions 2\n"),
+        "{metrics}"
+    );
+    let mut orca_client = OpenRcaServiceClient::new(grpc.clone());
+    let orca_call = orca_client.stream_core_metrics(OrcaLoadReportRequest::default());
+    let mut orca = timeout(WAIT, orca_call)
+        .await
+        .unwrap()
+        .unwrap()
+        .into_inner();
+    let first_report = next_report(&mut orca)
+        .await
+        .expect("a first report at once");
+    assert_eq!(first_report.named_metrics["active_sessions"], 2.0);
+    let reply = exchange(running.check, "").await;
+    assert!(is_agent_reply(&reply, false), "{reply:?}");
+    assert_eq!(tracker.active(), 2, "the ORCA stream is no session");
+
+    // A client that leaves its Watch stream: the response body is dropped unfinished.
+    drop(first_watch);
+    settle(
+        || tracker.snapshot().ended_by(EndReason::Cancelled) == 1,
+        "Watch cancelled",
+    )
+    .await;
+    assert_eq!((tracker.active(), tracker.snapshot().ended), (1, 1));
+
+    // A Watch that is still open at shutdown: it never ends by itself.
+    let _open_watch = watch(&grpc).await;
+    assert_eq!(tracker.active(), 2);
+
+    running.shutdown.cancel();
+    match timeout(WAIT, socket.next()).await.unwrap() {
+        Some(Ok(tungstenite::Message::Close(Some(frame)))) => {
+            assert_eq!(frame.code, CloseCode::Away)
+        }
+        other => panic!("expected a 1001 close, got {other:?}"),
+    }
+    assert!(
+        next_report(&mut orca).await.is_none(),
+        "ORCA streams end when draining"
+    );
+    // The drain lasts until the open Watch is cut off: agent-check answers meanwhile.
+    let reply = exchange(running.check, "").await;
+    assert!(is_agent_reply(&reply, true), "{reply:?}");
+
+    let stopped = timeout(WAIT, running.server)
+        .await
+        .expect("serve returns after the drain");
+    stopped.unwrap().unwrap();
+    let s = tracker.snapshot();
+    assert!(s.is_consistent(), "{s:?}");
+    assert_eq!((s.started, s.ended, s.active), (3, 3, 0), "{s:?}");
+    assert_eq!(
+        s.ended_by(EndReason::Cancelled),
+        1,
+        "the Watch its client left"
+    );
+    assert_eq!(
+        s.ended_by(EndReason::Shutdown),
+        2,
+        "the socket and the Watch cut off: {s:?}"
+    );
+    // Everything `serve` started has stopped: agent-check no longer accepts.
+    settle_refused(running.check).await;
+}
+
+/// Waits (within `WAIT`) until connecting to `addr` is refused.
+async fn settle_refused(addr: SocketAddr) {
+    let poll = async {
+        while TcpStream::connect(addr).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    assert!(
+        timeout(WAIT, poll).await.is_ok(),
+        "agent-check still listening on {addr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_closes_its_socket_completes_its_session() {
+    // The echo answers the client's close frame; the session ends `Completed`, not `Failed`
+    // (as it would if the handler returned the error of echoing the close).
+    let running = start().await;
+    let mut socket = echoing_socket(running.http, "bye").await;
+    timeout(WAIT, socket.close(None)).await.unwrap().unwrap();
+    let tracker = &running.tracker;
+    settle(|| tracker.snapshot().ended == 1, "the session ended").await;
+    let s = tracker.snapshot();
+    assert_eq!(
+        (s.active, s.ended_by(EndReason::Completed)),
+        (0, 1),
+        "{s:?}"
+    );
+
+    // Nothing open: shutdown does not wait out the drain (a generous bound: it takes ms).
+    running.shutdown.cancel();
+    let stopped = timeout(full_service::DRAIN, running.server).await;
+    stopped
+        .expect("serve returns before the drain bound")
+        .unwrap()
+        .unwrap();
+}
