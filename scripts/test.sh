@@ -41,7 +41,12 @@ done
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast
     step "heavy (#[ignore]d) cases, release: ${heavy[*]}"
-    cargo nextest run "${heavy[@]}" --release --run-ignored ignored-only --no-fail-fast
+    # The end-to-end tests that judge a whole machine (a hot backend's CPU behind HAProxy,
+    # the 2 200-session storm) run after the rest of the heavy phase, one at a time.
+    alone='binary(haproxy_e2e) | binary(storm)'
+    cargo nextest run "${heavy[@]}" --release --run-ignored ignored-only --no-fail-fast -E "not ($alone)"
+    step "end to end, alone on the machine: HAProxy and the storm (release)"
+    cargo nextest run -p livecount-server --release --run-ignored ignored-only --no-fail-fast -E "$alone"
 else
     cargo test --workspace --lib --bins --tests
     step "heavy (#[ignore]d) cases, release: ${heavy[*]}"

@@ -418,10 +418,10 @@ impl<S> GrpcOnly<S> {
     ///
     /// ```no_run
     /// # async fn serve(agent: std::sync::Arc<livecount_server::Agent>) {
+    /// use livecount_report::OrcaService;
     /// use livecount_server::grpc_agent::GrpcOnly;
-    /// use livecount_server::orca::OrcaService;
     ///
-    /// let orca = GrpcOnly::new(OrcaService::server(agent));
+    /// let orca = GrpcOnly::new(OrcaService::server(std::sync::Arc::clone(&agent.board)));
     /// tonic::transport::Server::builder()
     ///     .add_service(orca)
     ///     .serve("127.0.0.1:50051".parse().unwrap())
@@ -538,6 +538,29 @@ impl<B: Body + Unpin> Body for Watched<B> {
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
     }
+}
+
+// === serving ===
+
+/// Serves `Agent/Converse` and ORCA's `OpenRcaService` (both refusing requests that are
+/// not gRPC) on `listener` until shutdown, then stops gracefully: the streams end
+/// themselves on the same signal.
+pub(crate) async fn serve_grpc(listener: tokio::net::TcpListener, agent: Arc<Agent>) {
+    let mut stopped = agent.shutdown_signal();
+    let until_stop = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let orca = GrpcOnly::new(livecount_report::OrcaService::server(Arc::clone(
+        &agent.board,
+    )));
+    let _ = tonic::transport::Server::builder()
+        .add_service(AgentService::server(agent))
+        .add_service(orca)
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener),
+            until_stop,
+        )
+        .await;
 }
 
 #[cfg(test)]

@@ -21,13 +21,18 @@
 //! * **Load**, all from one coherent [`LoadReport`] per interval: `/load` (JSON with its
 //!   sequence number and age), `/metrics` (Prometheus text), and an HAProxy agent-check
 //!   responder (`up N%` from the hybrid capacity model, `drain` on shutdown).
-//! * **ORCA out-of-band load reports** on the same `--grpc` port ([`orca`]):
+//! * **ORCA out-of-band load reports** on the same `--grpc` port
+//!   ([`livecount_report::OrcaService`]):
 //!   `xds.service.orca.v3.OpenRcaService/StreamCoreMetrics` streams
 //!   `xds.data.orca.v3.OrcaLoadReport`s with `rps_fractional` = pretend QPS (open
 //!   sessions ÷ window) and `application_utilization` = utilisation, so unmodified gRPC
 //!   `weighted_round_robin` and Envoy client-side WRR weigh backends by their sessions.
-//!   The protobuf code is generated once and committed ([`generated`]): building needs
-//!   no `protoc`.
+//!   The protobuf code is generated once and committed ([`generated`] here, and
+//!   `livecount_report::generated` for ORCA): building needs no `protoc`.
+//!
+//! The load report and its encoders are the `livecount-report` library, and the agent is
+//! a thin binary over it and `livecount-session`: a service of your own mounts the same
+//! pieces (see `livecount-tower`'s `full_service` example).
 //!
 //! # Example
 //!
@@ -53,11 +58,11 @@ pub mod driver;
 pub mod generated;
 pub mod grpc_agent;
 mod http_server;
-mod load_board;
-pub mod orca;
-pub mod prometheus_text;
 pub mod protocol;
+mod running_agent;
+mod websocket;
 
-pub use agent::{Agent, RunningAgent};
+pub use agent::Agent;
 pub use agent_config::{AgentConfig, ServeArgs};
-pub use load_board::{LoadBoard, LoadReport};
+pub use livecount_report::{LoadBoard, LoadReport};
+pub use running_agent::RunningAgent;

@@ -16,18 +16,10 @@
 use std::path::{Path, PathBuf};
 
 /// The `.proto` files compiled, relative to `proto/`.
-const PROTOS: &[&str] = &[
-    "xds/data/orca/v3/orca_load_report.proto",
-    "xds/service/orca/v3/orca.proto",
-    "livecount/agent/v1/agent.proto",
-];
+const PROTOS: &[&str] = &["livecount/agent/v1/agent.proto"];
 
 /// The files generated, one per protobuf package.
-const GENERATED: &[&str] = &[
-    "xds.data.orca.v3.rs",
-    "xds.service.orca.v3.rs",
-    "livecount.agent.v1.rs",
-];
+const GENERATED: &[&str] = &["livecount.agent.v1.rs"];
 
 fn protoc_available() -> bool {
     let protoc = std::env::var_os("PROTOC").unwrap_or_else(|| "protoc".into());

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use common::{agent, reasons, settled};
 use futures_util::stream;
+use livecount_report::generated::xds::data::orca::v3::OrcaLoadReport;
+use livecount_report::generated::xds::service::orca::v3::OrcaLoadReportRequest;
+use livecount_report::generated::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
 use livecount_server::RunningAgent;
 use livecount_server::driver::fetch_load;
 use livecount_server::generated::livecount::agent::v1 as pb;
-use livecount_server::generated::xds::data::orca::v3::OrcaLoadReport;
-use livecount_server::generated::xds::service::orca::v3::OrcaLoadReportRequest;
-use livecount_server::generated::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
 use pb::agent_client::AgentClient;
 use pb::client_frame::Frame as Client;
 use pb::server_frame::Frame as Server;

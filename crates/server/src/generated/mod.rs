@@ -1,4 +1,4 @@
-//! Protobuf messages and gRPC services, generated from `proto/` by `tonic-prost-build`.
+//! The agent's protobuf messages and gRPC service (`livecount.agent.v1`), generated from `proto/` by `tonic-prost-build`.
 //!
 //! The `*.rs` files beside this one are generated and committed, so building the crate
 //! needs no `protoc`; do not edit them. After changing a `.proto`, regenerate them with
@@ -21,30 +21,6 @@
     clippy::pedantic,
     rustdoc::all
 )]
-
-/// Packages of the cncf/xds API.
-pub mod xds {
-    /// Data types.
-    pub mod data {
-        /// ORCA.
-        pub mod orca {
-            /// `xds.data.orca.v3`: the ORCA load report.
-            pub mod v3 {
-                include!("xds.data.orca.v3.rs");
-            }
-        }
-    }
-    /// Services.
-    pub mod service {
-        /// ORCA.
-        pub mod orca {
-            /// `xds.service.orca.v3`: out-of-band load reporting (`OpenRcaService`).
-            pub mod v3 {
-                include!("xds.service.orca.v3.rs");
-            }
-        }
-    }
-}
 
 /// livecount's own packages.
 pub mod livecount {

@@ -1,0 +1,166 @@
+//! [`RunningAgent`]: binds every listener, starts each server as a named task, and shuts
+//! them down in order.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use livecount_report::{LoadReport, serve_agent_check};
+use livecount_session::EndReason;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::agent_config::listen;
+use crate::conversation::burn;
+use crate::grpc_agent::serve_grpc;
+use crate::http_server::HttpServer;
+use crate::websocket::{router, scrape_router};
+use crate::{Agent, AgentConfig};
+
+/// A started agent: its bound addresses and how to stop it.
+#[derive(Debug)]
+pub struct RunningAgent {
+    /// The agent's state (tracker, board).
+    pub agent: Arc<Agent>,
+    /// Where HTTP listens.
+    pub http: SocketAddr,
+    /// Where the separate `/metrics` + `/load` listener is, if enabled.
+    pub metrics: Option<SocketAddr>,
+    /// Where agent-check listens, if enabled.
+    pub agent_check: Option<SocketAddr>,
+    /// Where gRPC (sessions and ORCA) listens, if enabled.
+    pub grpc: Option<SocketAddr>,
+    tasks: Tasks,
+}
+
+/// Every task the agent runs, by name.
+#[derive(Debug)]
+struct Tasks {
+    /// WebSocket sessions, `/load`, `/metrics`: stops gracefully on the shutdown signal.
+    http: JoinHandle<()>,
+    /// The separate scrape listener: stops gracefully on the shutdown signal too.
+    scrape: Option<JoinHandle<()>>,
+    /// gRPC sessions and ORCA: stops gracefully on the shutdown signal.
+    grpc: Option<JoinHandle<()>>,
+    /// The agent-check responder: aborted at the end (it answers `drain` until then).
+    agent_check: Option<JoinHandle<()>>,
+    /// Publishes a load report every interval: aborted at the end.
+    publisher: JoinHandle<()>,
+    /// Stops the `--background-load` thread.
+    stop_background: Arc<AtomicBool>,
+}
+
+/// Burns `share` of one core on a background thread until `stop` (a "hot" backend).
+fn background_load(share: f64, stop: Arc<AtomicBool>) {
+    if share <= 0.0 {
+        return;
+    }
+    std::thread::spawn(move || {
+        let period = Duration::from_millis(10);
+        // Relaxed: a stop flag; nothing else is published with it.
+        while !stop.load(Ordering::Relaxed) {
+            burn(period.mul_f64(share));
+            std::thread::sleep(period.mul_f64(1.0 - share));
+        }
+    });
+}
+
+/// Waits up to `limit` for `task`, then aborts it.
+async fn join_within(task: JoinHandle<()>, limit: Duration) {
+    let abort = task.abort_handle();
+    if tokio::time::timeout(limit, task).await.is_err() {
+        abort.abort();
+    }
+}
+
+impl RunningAgent {
+    /// Binds every listener (an error names the flag whose address failed) and starts
+    /// serving.
+    pub async fn start(config: AgentConfig) -> std::io::Result<Self> {
+        let http = listen("--http", config.http).await?;
+        let bind = |flag: &'static str, addr: Option<SocketAddr>| async move {
+            match addr {
+                Some(addr) => listen(flag, addr).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let metrics = bind("--metrics", config.metrics).await?;
+        let check = bind("--agent-check", config.agent_check).await?;
+        let grpc = bind("--grpc", config.grpc).await?;
+        let addr = |l: &Option<TcpListener>| l.as_ref().map(TcpListener::local_addr).transpose();
+        let (http_addr, metrics_addr) = (http.local_addr()?, addr(&metrics)?);
+        let (check_addr, grpc_addr) = (addr(&check)?, addr(&grpc)?);
+
+        let agent = Arc::new(Agent::new(config));
+        let stop_background = Arc::new(AtomicBool::new(false));
+        background_load(agent.config.background_load, Arc::clone(&stop_background));
+        agent.publish();
+        let server = HttpServer::new(
+            agent.config.header_read_timeout,
+            agent.config.max_pending_connections,
+        );
+        let tasks = Tasks {
+            http: tokio::spawn(server.clone().serve(
+                http,
+                router(Arc::clone(&agent)),
+                agent.shutdown_signal(),
+            )),
+            scrape: metrics.map(|listener| {
+                let app = scrape_router(&agent);
+                tokio::spawn(server.serve(listener, app, agent.shutdown_signal()))
+            }),
+            grpc: grpc.map(|listener| tokio::spawn(serve_grpc(listener, Arc::clone(&agent)))),
+            agent_check: check.map(|listener| {
+                tokio::spawn(serve_agent_check(listener, Arc::clone(&agent.board)))
+            }),
+            publisher: agent.board.spawn_publisher(agent.tracker.clone()),
+            stop_background,
+        };
+        Ok(RunningAgent {
+            agent,
+            http: http_addr,
+            metrics: metrics_addr,
+            agent_check: check_addr,
+            grpc: grpc_addr,
+            tasks,
+        })
+    }
+
+    /// Graceful shutdown: say `drain`, refuse new sessions, end open ones `Shutdown`
+    /// (close code 1001), wait up to the drain period for them to go, then stop. Every
+    /// wait is bounded by the drain period; a server still busy then is aborted.
+    pub async fn shutdown(self) -> Arc<LoadReport> {
+        let agent = &self.agent;
+        agent.begin_shutdown();
+        let deadline = tokio::time::Instant::now() + agent.config.drain;
+        while agent.tracker.active() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        agent.tracker.end_all(EndReason::Shutdown);
+        let Tasks {
+            http,
+            scrape,
+            grpc,
+            agent_check,
+            publisher,
+            stop_background,
+        } = self.tasks;
+        // Relaxed: see `background_load`.
+        stop_background.store(true, Ordering::Relaxed);
+        publisher.abort();
+        if let Some(check) = agent_check {
+            check.abort();
+        }
+        join_within(http, agent.config.drain).await;
+        if let Some(scrape) = scrape {
+            join_within(scrape, agent.config.drain).await;
+        }
+        if let Some(grpc) = grpc {
+            // Open streams end on the shutdown signal; a client that does not read its
+            // last frames gets the drain period, then the connection is cut.
+            join_within(grpc, agent.config.drain).await;
+        }
+        agent.publish()
+    }
+}
