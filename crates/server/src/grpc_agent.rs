@@ -16,7 +16,7 @@
 //! | shutdown | `Shutdown` | `UNAVAILABLE` "server shutting down" |
 //! | bad frame: empty oneof, `chunks` out of range (an `Error` frame first) | `Failed` | `INVALID_ARGUMENT` with the error |
 //! | undecodable message: bad protobuf bytes, compressed flag without `grpc-encoding`, a length prefix past the end of the stream (an `Error` frame first) | `Failed` | `INTERNAL` with tonic's text |
-//! | idle timeout | `Reaped` | `DEADLINE_EXCEEDED` "idle timeout" |
+//! | idle timeout (a missed heartbeat) | `Disconnected` | `DEADLINE_EXCEEDED` "idle timeout" |
 //! | message above `--max-frame-bytes` | `Failed` | `RESOURCE_EXHAUSTED` |
 //!
 //! Undecodable messages are `INTERNAL`, not `INVALID_ARGUMENT`, because the gRPC

@@ -16,8 +16,10 @@
 //!   protobuf frames on one bidirectional stream per call,
 //!   `livecount.agent.v1.Agent/Converse`, admitted, tracked and ended exactly like a
 //!   WebSocket session; the ending is the call's status (OK, `UNAVAILABLE` on shutdown,
-//!   `INVALID_ARGUMENT` for a bad frame, `DEADLINE_EXCEEDED` when idle,
-//!   `RESOURCE_EXHAUSTED` at `--max-sessions`).
+//!   `INVALID_ARGUMENT` for a bad frame, `INTERNAL` for an undecodable message,
+//!   `DEADLINE_EXCEEDED` when idle or past the client's `grpc-timeout`,
+//!   `RESOURCE_EXHAUSTED` at `--max-sessions`); a client's reset or dropped call counts
+//!   `Cancelled`, a lost connection `Disconnected`.
 //! * **Load**, all from one coherent [`LoadReport`] per interval: `/load` (JSON with its
 //!   sequence number and age), `/metrics` (Prometheus text), and an HAProxy agent-check
 //!   responder (`up N%` from the hybrid capacity model, `drain` on shutdown).
