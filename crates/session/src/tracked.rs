@@ -294,6 +294,7 @@ impl<S: Stream, C: Counter, M> TrackedStream<S, C, M> {
     ///     .idle_timeout(Duration::from_secs(30));
     /// let handle = stream.handle();
     /// let mut stream = std::pin::pin!(stream);
+    /// use futures_core::Stream as _;
     /// let next = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx));
     /// assert_eq!(next.await, None); // after 30 s of (virtual) silence
     /// assert_eq!(handle.reason(), Some(EndReason::Disconnected));
