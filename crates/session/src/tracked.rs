@@ -12,7 +12,7 @@ use futures_core::Stream;
 use livecount::Counter;
 use pin_project_lite::pin_project;
 use tokio::task::JoinHandle;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
 use crate::phase::Phase;
 use crate::reason::EndReason;
@@ -174,7 +174,9 @@ pin_project! {
     /// A stream run as a session: every item records activity (`touch`), the end of the
     /// stream ends the session [`Completed`](EndReason::Completed), the deadline passing ends
     /// it [`TimedOut`](EndReason::TimedOut) and the stream, and dropping it unfinished ends it
-    /// [`Cancelled`](EndReason::Cancelled).
+    /// [`Cancelled`](EndReason::Cancelled). With an
+    /// [`idle_timeout`](TrackedStream::idle_timeout), a source silent for that long ends it
+    /// [`Disconnected`](EndReason::Disconnected) (a missed heartbeat) and the stream too.
     ///
     /// An end from anywhere else (an [`EndHandle`], [`SessionTracker::end`] /
     /// [`end_all`](SessionTracker::end_all), the reaper) wakes the task polling it, and the
@@ -218,22 +220,95 @@ pin_project! {
     pub struct TrackedStream<S, C: Counter, M> {
         #[pin]
         stream: S,
+        // One timer for both limits: armed at the deadline or the idle limit, whichever
+        // comes first, and re-armed only when it fires early for an idle limit that items
+        // have pushed back since.
         #[pin]
-        deadline: Sleep,
+        timer: Sleep,
+        deadline: Instant,
+        idle: Option<Idle>,
         session: CancelOnDrop<C, M>,
         done: bool,
     }
 }
 
+/// The idle timeout of a [`TrackedStream`]: its limit, and when the last item came.
+#[derive(Clone, Copy, Debug)]
+struct Idle {
+    limit: Duration,
+    last_item: Instant,
+}
+
+impl Idle {
+    /// When the stream has been silent for the limit, unless another item comes.
+    fn due(&self) -> Instant {
+        after(self.last_item, self.limit)
+    }
+}
+
+/// `from + d`, saturating at about 30 years on (as tokio's own `sleep` does) instead of
+/// overflowing.
+fn after(from: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+    from.checked_add(d).unwrap_or(from + FAR)
+}
+
 impl<S: Stream, C: Counter, M> TrackedStream<S, C, M> {
     /// Tracks `stream` as `session`, with a deadline `timeout` from now.
     pub fn new(session: Session<C, M>, stream: S, timeout: Duration) -> Self {
+        let deadline = after(Instant::now(), timeout);
         TrackedStream {
             stream,
-            deadline: tokio::time::sleep(timeout),
+            timer: tokio::time::sleep_until(deadline),
+            deadline,
+            idle: None,
             session: CancelOnDrop(session),
             done: false,
         }
+    }
+
+    /// Ends the session [`Disconnected`](EndReason::Disconnected) and the stream when no
+    /// item has come for `limit` (counted from this call, then from each item): the client
+    /// missed its heartbeat. [`Reaped`](EndReason::Reaped) stays the reaper's, for sessions
+    /// nothing tracks. A deadline due no later than the idle limit wins: `TimedOut`.
+    ///
+    /// Cheap per item: one read of tokio's clock, no timer reset. The one timer is re-armed
+    /// only when the idle limit it was armed for comes and items have pushed it back, at
+    /// most once per `limit`. A zero `limit` ends the stream at its first poll.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use livecount_session::{EndReason, SessionTracker};
+    /// use std::time::Duration;
+    ///
+    /// # struct Never;
+    /// # impl futures_core::Stream for Never {
+    /// #     type Item = ();
+    /// #     fn poll_next(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>)
+    /// #         -> std::task::Poll<Option<()>> { std::task::Poll::Pending }
+    /// # }
+    /// let tracker = SessionTracker::new();
+    /// let stream = tracker
+    ///     .track_stream(Never, Duration::from_secs(3600))
+    ///     .idle_timeout(Duration::from_secs(30));
+    /// let handle = stream.handle();
+    /// let mut stream = std::pin::pin!(stream);
+    /// use futures_core::Stream as _;
+    /// let next = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx));
+    /// assert_eq!(next.await, None); // after 30 s of (virtual) silence
+    /// assert_eq!(handle.reason(), Some(EndReason::Disconnected));
+    /// # }
+    /// ```
+    pub fn idle_timeout(mut self, limit: Duration) -> Self {
+        let idle = Idle {
+            limit,
+            last_item: Instant::now(),
+        };
+        // Not polled yet, so neither timer was ever registered: replacing it costs nothing.
+        self.timer = tokio::time::sleep_until(idle.due().min(self.deadline));
+        self.idle = Some(idle);
+        self
     }
 }
 
@@ -283,15 +358,18 @@ impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
             *this.done = true;
             return Poll::Ready(None);
         }
-        // The deadline first, so a stream that is always ready cannot outrun it.
-        if this.deadline.poll(cx).is_ready() {
+        // The timer first, so a stream that is always ready cannot outrun it.
+        if let Some(reason) = expired(this.timer, *this.deadline, this.idle.as_ref(), cx) {
             *this.done = true;
-            session.end(EndReason::TimedOut);
+            session.end(reason);
             return Poll::Ready(None);
         }
         match this.stream.poll_next(cx) {
             Poll::Ready(Some(item)) => {
                 session.touch();
+                if let Some(idle) = this.idle {
+                    idle.last_item = Instant::now();
+                }
                 Poll::Ready(Some(item))
             }
             Poll::Ready(None) => {
@@ -309,6 +387,33 @@ impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
             },
         }
     }
+}
+
+/// Polls a [`TrackedStream`]'s timer: the reason to end for once the deadline
+/// (`TimedOut`) or the idle limit (`Disconnected`) has come, else `None` with the timer
+/// registered for the earlier of the two.
+///
+/// The timer fired at the instant it was armed for. That is the deadline, or an idle limit:
+/// still the limit if no item came since it was armed, else pushed back by the items, and
+/// then the timer is re-armed for the new limit (a later instant, so this loop ends).
+fn expired(
+    mut timer: Pin<&mut Sleep>,
+    deadline: Instant,
+    idle: Option<&Idle>,
+    cx: &mut Context<'_>,
+) -> Option<EndReason> {
+    while timer.as_mut().poll(cx).is_ready() {
+        let fired_at = timer.deadline();
+        let Some(idle) = idle.filter(|_| fired_at < deadline) else {
+            return Some(EndReason::TimedOut);
+        };
+        let due = idle.due();
+        if due <= fired_at {
+            return Some(EndReason::Disconnected);
+        }
+        timer.as_mut().reset(due.min(deadline));
+    }
+    None
 }
 
 /// Ends `session` for `reason` and returns the reason it recorded (another, if an end raced

@@ -274,3 +274,153 @@ async fn reporter_refuses_a_zero_interval_at_the_call() {
     let reporter = Reporter::new(SessionTracker::new()).with_interval(Duration::ZERO);
     let _task = std::sync::Arc::new(reporter).spawn();
 }
+
+// === idle timeout ===
+
+/// A source fed through a channel: items when the test sends them, the end when it drops
+/// the sender.
+struct Fed(tokio::sync::mpsc::UnboundedReceiver<u32>);
+
+impl Stream for Fed {
+    type Item = u32;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<u32>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+/// Reads `stream` to its end on its own task: the items, and the (virtual) instant of the
+/// end.
+fn read_to_end<S>(stream: S) -> tokio::task::JoinHandle<(Vec<u32>, tokio::time::Instant)>
+where
+    S: Stream<Item = u32> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = pin!(stream);
+        let mut items = Vec::new();
+        while let Some(item) = poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+            items.push(item);
+        }
+        (items, tokio::time::Instant::now())
+    })
+}
+
+/// Paused clock: the end comes at exactly the limit of virtual time (plus the timer's 1 ms
+/// rounding), so "within 100 ms" checks the limit is measured from the right instant.
+fn assert_at(ended: tokio::time::Instant, expected: tokio::time::Instant) {
+    assert!(ended >= expected, "ended {:?} early", expected - ended);
+    let late = ended - expected;
+    assert!(late < Duration::from_millis(100), "ended {late:?} late");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_source_ends_disconnected_at_the_idle_limit() {
+    let tracker = SessionTracker::new();
+    let start = tokio::time::Instant::now();
+    let stream = tracker
+        .track_stream(Never(None), HOUR)
+        .idle_timeout(Duration::from_secs(5));
+    let handle = stream.handle();
+    let (items, ended) = timeout(Duration::from_secs(60), read_to_end(stream))
+        .await
+        .expect("the idle timeout did not end the stream")
+        .unwrap();
+    assert!(items.is_empty());
+    assert_at(ended, start + Duration::from_secs(5));
+    assert_eq!(handle.reason(), Some(EndReason::Disconnected));
+    let s = tracker.snapshot();
+    assert_eq!((s.active, s.ended_by(EndReason::Disconnected)), (0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn items_keep_an_idle_stream_alive_and_the_limit_counts_from_the_last() {
+    let tracker = SessionTracker::new();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let stream = tracker
+        .track_stream(Fed(rx), HOUR)
+        .idle_timeout(Duration::from_secs(5));
+    let handle = stream.handle();
+    let reader = read_to_end(stream);
+    // An item every 3 s for 30 s: ten times past the limit counted from the start, never
+    // silent for it.
+    for item in 0..10 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        tx.send(item).unwrap();
+    }
+    let last = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(tracker.active(), 1, "ended though never silent for 5 s");
+    let (items, ended) = timeout(Duration::from_secs(60), reader)
+        .await
+        .expect("the idle timeout did not end the stream")
+        .unwrap();
+    assert_eq!(items, (0..10).collect::<Vec<_>>());
+    assert_at(ended, last + Duration::from_secs(5));
+    assert_eq!(handle.reason(), Some(EndReason::Disconnected));
+    drop(tx);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_wins_over_a_later_or_equal_idle_limit() {
+    for (deadline, idle) in [(2, 5), (5, 5)] {
+        let tracker = SessionTracker::new();
+        let start = tokio::time::Instant::now();
+        let stream = tracker
+            .track_stream(Never(None), Duration::from_secs(deadline))
+            .idle_timeout(Duration::from_secs(idle));
+        let handle = stream.handle();
+        let (_, ended) = timeout(Duration::from_secs(60), read_to_end(stream))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_at(ended, start + Duration::from_secs(deadline));
+        assert_eq!(
+            handle.reason(),
+            Some(EndReason::TimedOut),
+            "{deadline} s / {idle} s"
+        );
+    }
+}
+
+/// The idle limit re-armed by items (5 s, pushed back every 3 s) must still give way to
+/// the deadline (7 s) that comes before the pushed-back limit.
+#[tokio::test(start_paused = true)]
+async fn the_deadline_ends_a_stream_whose_items_keep_it_from_idling() {
+    let tracker = SessionTracker::new();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let start = tokio::time::Instant::now();
+    let stream = tracker
+        .track_stream(Fed(rx), Duration::from_secs(7))
+        .idle_timeout(Duration::from_secs(5));
+    let handle = stream.handle();
+    let reader = read_to_end(stream);
+    let feeder = tokio::spawn(async move {
+        for item in 0.. {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            if tx.send(item).is_err() {
+                return;
+            }
+        }
+    });
+    let (items, ended) = timeout(Duration::from_secs(60), reader)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(items, [0, 1]);
+    assert_at(ended, start + Duration::from_secs(7));
+    assert_eq!(handle.reason(), Some(EndReason::TimedOut));
+    feeder.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_idle_limit_ends_the_stream_at_its_first_poll() {
+    let tracker = SessionTracker::new();
+    let stream = tracker
+        .track_stream(Fed(tokio::sync::mpsc::unbounded_channel().1), HOUR)
+        .idle_timeout(Duration::ZERO);
+    let handle = stream.handle();
+    let mut stream = pin!(stream);
+    let first = futures_poll_once(pin!(poll_fn(|cx| stream.as_mut().poll_next(cx)))).await;
+    assert_eq!(first, Poll::Ready(None));
+    assert_eq!(handle.reason(), Some(EndReason::Disconnected));
+}
