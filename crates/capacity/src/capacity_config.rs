@@ -12,7 +12,7 @@ use crate::ConfigError;
 /// whole fleet's load.
 pub const DEFAULT_PRIOR_COST: f64 = 0.1;
 
-/// Validated parameters of the hybrid capacity model (design.md section 3).
+/// Validated parameters of the hybrid capacity model (the formula in the crate docs).
 ///
 /// Build one with [`CapacityConfig::new`] or [`CapacityConfig::builder`]; every field is
 /// checked there, so a `CapacityConfig` value is always usable.

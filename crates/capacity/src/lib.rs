@@ -2,8 +2,10 @@
 //! routing weight from a backend's active sessions and its utilisation.
 //!
 //! Pure and I/O-free: time is passed in, nothing sleeps or reads a clock. The model is the
-//! unit-consistent reading of design.md section 3 (n active sessions, utilisation u measured
-//! over the window w, target utilisation t, safety scaler k ≥ 1, reporting interval r):
+//! unit-consistent reading of the hybrid model in "Scaling real-time AI agents with
+//! session-aware load balancing" (Google Developers Blog, 2026-08-03), whose formula was an
+//! image (n active sessions, utilisation u measured over the window w, target
+//! utilisation t, safety scaler k ≥ 1, reporting interval r):
 //!
 //! ```text
 //! pretend_qps             = n / w

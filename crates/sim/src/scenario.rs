@@ -333,7 +333,7 @@ impl Default for Latency {
     }
 }
 
-/// The hybrid model's parameters (design.md §3); window and interval come from `reports`.
+/// The hybrid model's parameters (`livecount-capacity`'s crate docs); window and interval come from `reports`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Capacity {
