@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{agent, reasons, settled};
+use common::{agent, channel, reasons, settled};
 use futures_util::stream;
 use livecount_report::generated::xds::data::orca::v3::OrcaLoadReport;
 use livecount_report::generated::xds::service::orca::v3::OrcaLoadReportRequest;
@@ -20,14 +20,6 @@ use pb::server_frame::Frame as Server;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status, Streaming};
-
-async fn channel(a: &RunningAgent) -> Channel {
-    Endpoint::from_shared(format!("http://{}", a.grpc.unwrap()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap()
-}
 
 /// A channel through a loopback TCP relay; aborting the returned task cuts the
 /// connection as a crashed client or a dead network would (closing the socket with

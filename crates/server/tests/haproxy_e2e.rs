@@ -8,22 +8,13 @@
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+mod common;
+
+use common::Procs;
 use livecount_server::driver::{DriveConfig, drive, fetch_load};
-
-/// Kills the child processes however the test ends.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// Where agent `i` writes its log (its last line is the final count after shutdown).
 fn log(i: usize) -> PathBuf {

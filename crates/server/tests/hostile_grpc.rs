@@ -9,7 +9,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{agent, reasons, settled};
+use common::{agent, channel, reasons, settled};
 use futures_util::stream;
 use livecount_server::RunningAgent;
 use livecount_server::generated::livecount::agent::v1 as pb;
@@ -19,7 +19,7 @@ use pb::server_frame::Frame as Server;
 use prost::Message;
 use tokio::sync::mpsc;
 use tonic::codegen::{Bytes, http};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Status, Streaming};
 
 /// Generous bound on every wait (a noisy CI machine), never a performance claim.
@@ -298,14 +298,6 @@ async fn a_reset_while_listening_counts_cancelled_and_a_cut_connection_disconnec
 }
 
 // === tonic clients ===
-
-async fn channel(a: &RunningAgent) -> Channel {
-    Endpoint::from_shared(format!("http://{}", a.grpc.unwrap()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap()
-}
 
 /// Opens a `Converse` call (with `timeout` as its `grpc-timeout`, if any); frames go in
 /// through the sender, dropping it half-closes the call.

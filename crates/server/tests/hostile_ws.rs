@@ -2,7 +2,6 @@
 //! TCP: a client that stops reading, half-sent HTTP upgrades (slowloris), and frames that
 //! break RFC 6455. After each: the ending it caused, active 0, started = ended.
 
-#[allow(dead_code)] // not every shared helper is used here
 mod common;
 
 use std::time::Duration;

@@ -11,22 +11,13 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::Procs;
 use livecount_server::driver::fetch_load;
 
 const BIN: &str = env!("CARGO_BIN_EXE_livecount-agent");
 const PER_DRIVER: u64 = 550;
-
-/// Kills (by PID) every process the test started, however it ends.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// Starts the agent on a free port and returns its HTTP address (read from its banner).
 fn start_agent(procs: &mut Procs) -> String {

@@ -1,9 +1,35 @@
-//! Helpers shared by the loopback tests (`sessions.rs`, `grpc.rs`).
+//! Helpers shared by the loopback and end-to-end tests of the agent.
+
+// Each test binary includes this module and uses only some of it.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::process::Child;
 use std::time::Duration;
 
 use livecount_server::{AgentConfig, RunningAgent};
+use tonic::transport::{Channel, Endpoint};
+
+/// Kills (by PID) every process a test started, however the test ends.
+pub(crate) struct Procs(pub(crate) Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A tonic channel to the agent's gRPC port.
+pub(crate) async fn channel(a: &RunningAgent) -> Channel {
+    Endpoint::from_shared(format!("http://{}", a.grpc.unwrap()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
 
 /// An agent on loopback with every listener on a free port (HTTP, agent-check, gRPC),
 /// reports every 0.2 s and 1 ms between chunks, plus `extra` options.
