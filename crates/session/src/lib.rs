@@ -151,5 +151,5 @@ pub use session::{EndHandle, Session, SessionId, SessionInfo};
 pub use snapshot::Snapshot;
 pub use start_error::StartError;
 #[cfg(feature = "tokio")]
-pub use tracked::{EndedEarly, Tracked, TrackedStream};
+pub use tracked::{EndedEarly, StreamEnd, Tracked, TrackedStream};
 pub use tracker::SessionTracker;

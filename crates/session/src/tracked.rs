@@ -57,6 +57,85 @@ impl fmt::Display for EndedEarly {
 
 impl std::error::Error for EndedEarly {}
 
+/// Why a [`TrackedStream`] stopped: one of its own limits, its source's end, or an end
+/// from somewhere else. Read it with [`TrackedStream::stopped`] after the stream yielded
+/// `None`, to answer the client for what actually happened: the stream's own deadline is
+/// "session too long", its idle limit a missed heartbeat, and an end from elsewhere (a
+/// transport's cancel or its own deadline, a shutdown's `end_all`, the reaper) is whatever
+/// that end recorded.
+///
+/// Only the end that won counts: when the deadline fires just after a handle ended the
+/// session, the stream reports [`Elsewhere`](StreamEnd::Elsewhere) with the handle's reason.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use livecount_session::{EndReason, SessionTracker, StreamEnd};
+/// use std::time::Duration;
+///
+/// # struct Never;
+/// # impl futures_core::Stream for Never {
+/// #     type Item = ();
+/// #     fn poll_next(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>)
+/// #         -> std::task::Poll<Option<()>> { std::task::Poll::Pending }
+/// # }
+/// let tracker = SessionTracker::new();
+/// let stream = tracker.track_stream(Never, Duration::from_secs(60));
+/// let handle = stream.handle();
+/// let mut stream = std::pin::pin!(stream);
+/// assert_eq!(stream.stopped(), None); // still running
+/// handle.end(EndReason::Cancelled); // the transport saw a reset
+/// use futures_core::Stream as _;
+/// assert_eq!(std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await, None);
+/// assert_eq!(stream.stopped(), Some(StreamEnd::Elsewhere(EndReason::Cancelled)));
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StreamEnd {
+    /// The source ended, and so did the session: [`Completed`](EndReason::Completed).
+    Finished,
+    /// The stream's deadline passed: it ended the session
+    /// [`TimedOut`](EndReason::TimedOut).
+    Deadline,
+    /// The source was silent for the [`idle_timeout`](TrackedStream::idle_timeout): the
+    /// stream ended the session [`Disconnected`](EndReason::Disconnected).
+    Idle,
+    /// The session was ended by something other than the stream (an [`EndHandle`], the
+    /// tracker, the reaper), with this reason, before the stream's own end could land.
+    Elsewhere(EndReason),
+}
+
+impl StreamEnd {
+    /// The reason the session recorded.
+    ///
+    /// ```
+    /// use livecount_session::{EndReason, StreamEnd};
+    ///
+    /// assert_eq!(StreamEnd::Idle.reason(), EndReason::Disconnected);
+    /// assert_eq!(StreamEnd::Elsewhere(EndReason::Shutdown).reason(), EndReason::Shutdown);
+    /// ```
+    pub fn reason(self) -> EndReason {
+        match self {
+            StreamEnd::Finished => EndReason::Completed,
+            StreamEnd::Deadline => EndReason::TimedOut,
+            StreamEnd::Idle => EndReason::Disconnected,
+            StreamEnd::Elsewhere(reason) => reason,
+        }
+    }
+
+    /// What the stream recorded by ending the session for `own` itself: `own` if that end
+    /// landed, else the reason that was there first.
+    fn ended<C: Counter, M>(session: &Session<C, M>, own: StreamEnd) -> StreamEnd {
+        if session.end(own.reason()) {
+            own
+        } else {
+            // `end` refused: some reason is recorded, and it stays.
+            StreamEnd::Elsewhere(session.reason().unwrap_or(own.reason()))
+        }
+    }
+}
+
 /// Owns the session while it is tracked; ends it `Cancelled` if dropped unfinished (the
 /// future or stream dropped, its task aborted).
 struct CancelOnDrop<C: Counter, M>(Session<C, M>);
@@ -228,7 +307,8 @@ pin_project! {
         deadline: Instant,
         idle: Option<Idle>,
         session: CancelOnDrop<C, M>,
-        done: bool,
+        // `Some` once the stream has yielded its `None`.
+        stopped: Option<StreamEnd>,
     }
 }
 
@@ -263,7 +343,7 @@ impl<S: Stream, C: Counter, M> TrackedStream<S, C, M> {
             deadline,
             idle: None,
             session: CancelOnDrop(session),
-            done: false,
+            stopped: None,
         }
     }
 
@@ -342,6 +422,12 @@ impl<S, C: Counter, M> TrackedStream<S, C, M> {
     pub fn set_phase(self: Pin<&mut Self>, phase: Phase) -> bool {
         self.project().session.0.set_phase(phase)
     }
+
+    /// Why the stream stopped, once it has yielded `None`; `None` while it runs (see
+    /// [`StreamEnd`]).
+    pub fn stopped(&self) -> Option<StreamEnd> {
+        self.stopped
+    }
 }
 
 impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
@@ -349,19 +435,18 @@ impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
         let this = self.project();
-        if *this.done {
+        if this.stopped.is_some() {
             return Poll::Ready(None);
         }
         let session = &this.session.0;
-        if session.reason().is_some() {
+        if let Some(reason) = session.reason() {
             // Ended elsewhere (a disconnect, the reaper, a shutdown): stop here.
-            *this.done = true;
+            *this.stopped = Some(StreamEnd::Elsewhere(reason));
             return Poll::Ready(None);
         }
         // The timer first, so a stream that is always ready cannot outrun it.
-        if let Some(reason) = expired(this.timer, *this.deadline, this.idle.as_ref(), cx) {
-            *this.done = true;
-            session.end(reason);
+        if let Some(own) = expired(this.timer, *this.deadline, this.idle.as_ref(), cx) {
+            *this.stopped = Some(StreamEnd::ended(session, own));
             return Poll::Ready(None);
         }
         match this.stream.poll_next(cx) {
@@ -373,14 +458,13 @@ impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
                 Poll::Ready(Some(item))
             }
             Poll::Ready(None) => {
-                *this.done = true;
-                session.end(EndReason::Completed);
+                *this.stopped = Some(StreamEnd::ended(session, StreamEnd::Finished));
                 Poll::Ready(None)
             }
             // Register for the end last: an end from now on wakes this task.
             Poll::Pending => match session.poll_ended(cx) {
-                Poll::Ready(_) => {
-                    *this.done = true;
+                Poll::Ready(reason) => {
+                    *this.stopped = Some(StreamEnd::Elsewhere(reason));
                     Poll::Ready(None)
                 }
                 Poll::Pending => Poll::Pending,
@@ -389,9 +473,9 @@ impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
     }
 }
 
-/// Polls a [`TrackedStream`]'s timer: the reason to end for once the deadline
-/// (`TimedOut`) or the idle limit (`Disconnected`) has come, else `None` with the timer
-/// registered for the earlier of the two.
+/// Polls a [`TrackedStream`]'s timer: which limit came, the deadline (`TimedOut`) or the
+/// idle limit (`Disconnected`), else `None` with the timer registered for the earlier of
+/// the two.
 ///
 /// The timer fired at the instant it was armed for. That is the deadline, or an idle limit:
 /// still the limit if no item came since it was armed, else pushed back by the items, and
@@ -401,15 +485,15 @@ fn expired(
     deadline: Instant,
     idle: Option<&Idle>,
     cx: &mut Context<'_>,
-) -> Option<EndReason> {
+) -> Option<StreamEnd> {
     while timer.as_mut().poll(cx).is_ready() {
         let fired_at = timer.deadline();
         let Some(idle) = idle.filter(|_| fired_at < deadline) else {
-            return Some(EndReason::TimedOut);
+            return Some(StreamEnd::Deadline);
         };
         let due = idle.due();
         if due <= fired_at {
-            return Some(EndReason::Disconnected);
+            return Some(StreamEnd::Idle);
         }
         timer.as_mut().reset(due.min(deadline));
     }
@@ -597,5 +681,28 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> Reporter<C, M> {
                 self.sample_at(tokio::time::Instant::now().into_std());
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stream's own end loses to one already recorded (a handle's end that raced in
+    /// between the stream's check and its end): it reports that one.
+    #[test]
+    fn an_own_end_that_loses_the_race_reports_the_winner() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let session = tracker.start();
+        assert_eq!(StreamEnd::ended(&session, StreamEnd::Idle), StreamEnd::Idle);
+        let session = tracker.start();
+        session.handle().end(EndReason::Cancelled);
+        for own in [StreamEnd::Finished, StreamEnd::Deadline, StreamEnd::Idle] {
+            assert_eq!(
+                StreamEnd::ended(&session, own),
+                StreamEnd::Elsewhere(EndReason::Cancelled)
+            );
+        }
+        assert_eq!(session.reason(), Some(EndReason::Cancelled));
     }
 }

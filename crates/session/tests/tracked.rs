@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use futures_core::Stream;
 use livecount::PerThread;
-use livecount_session::{EndHandle, EndReason, EndedEarly, Phase, Reporter, SessionTracker};
+use livecount_session::{
+    EndHandle, EndReason, EndedEarly, Phase, Reporter, SessionTracker, StreamEnd, TrackedStream,
+};
 use tokio::sync::oneshot;
 use tokio::time::timeout;
 
@@ -423,4 +425,86 @@ async fn a_zero_idle_limit_ends_the_stream_at_its_first_poll() {
     let first = futures_poll_once(pin!(poll_fn(|cx| stream.as_mut().poll_next(cx)))).await;
     assert_eq!(first, Poll::Ready(None));
     assert_eq!(handle.reason(), Some(EndReason::Disconnected));
+}
+
+// === why it stopped ===
+
+/// Polls `stream` until it yields `None` (within a minute of virtual time); returns why it
+/// stopped, checking that it said nothing before and says the same on every later poll.
+async fn stopped<S: Stream<Item = u32>>(stream: TrackedStream<S, PerThread, ()>) -> StreamEnd {
+    let mut stream = pin!(stream);
+    let run = async { while poll_fn(|cx| stream.as_mut().poll_next(cx)).await.is_some() {} };
+    timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the stream never stopped");
+    assert_eq!(poll_fn(|cx| stream.as_mut().poll_next(cx)).await, None);
+    stream
+        .stopped()
+        .expect("a stream that yielded None says why")
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopped_names_the_streams_own_ends() {
+    let tracker = SessionTracker::new();
+    // The source's end.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(1).unwrap();
+    drop(tx);
+    let stream = tracker.track_stream(Fed(rx), HOUR);
+    assert_eq!(stream.stopped(), None, "a fresh stream has not stopped");
+    let handle = stream.handle();
+    assert_eq!(stopped(stream).await, StreamEnd::Finished);
+    assert_eq!(handle.reason(), Some(EndReason::Completed));
+    // The deadline.
+    let stream = tracker.track_stream(Never(None), Duration::from_secs(2));
+    let handle = stream.handle();
+    assert_eq!(stopped(stream).await, StreamEnd::Deadline);
+    assert_eq!(handle.reason(), Some(EndReason::TimedOut));
+    // The idle limit.
+    let stream = tracker
+        .track_stream(Never(None), HOUR)
+        .idle_timeout(Duration::from_secs(5));
+    let handle = stream.handle();
+    assert_eq!(stopped(stream).await, StreamEnd::Idle);
+    assert_eq!(handle.reason(), Some(EndReason::Disconnected));
+    assert_eq!(tracker.active(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopped_names_an_end_from_elsewhere_with_its_reason() {
+    let tracker = SessionTracker::new();
+    // Ended while the reader waits on a silent source.
+    let (handle, reader) = {
+        let stream = tracker.track_stream(Never(None), HOUR);
+        let handle = stream.handle();
+        (handle, tokio::spawn(stopped(stream)))
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    handle.end(EndReason::Cancelled);
+    assert_eq!(
+        reader.await.unwrap(),
+        StreamEnd::Elsewhere(EndReason::Cancelled)
+    );
+    // Ended before the first poll, after its own deadline had passed unseen: the end that
+    // landed is the one reported, not the deadline the stream finds on its next poll.
+    let stream = tracker.track_stream(Never(None), Duration::from_secs(1));
+    let handle = stream.handle();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tracker.end_all(EndReason::Shutdown);
+    assert_eq!(
+        stopped(stream).await,
+        StreamEnd::Elsewhere(EndReason::Shutdown)
+    );
+    assert_eq!(handle.reason(), Some(EndReason::Shutdown));
+    assert_eq!(
+        StreamEnd::Elsewhere(EndReason::Shutdown).reason(),
+        EndReason::Shutdown
+    );
+    for (end, reason) in [
+        (StreamEnd::Finished, EndReason::Completed),
+        (StreamEnd::Deadline, EndReason::TimedOut),
+        (StreamEnd::Idle, EndReason::Disconnected),
+    ] {
+        assert_eq!(end.reason(), reason);
+    }
 }
