@@ -2,19 +2,29 @@
 //! one ending — whichever of bye, close, disconnect, deadline, idle timeout, a stalled
 //! writer, bad input or shutdown comes first.
 //!
-//! No send blocks the conversation: the response streams from its own task, and a frame
-//! the loop itself answers with (`interrupted`) waits for room in a `select!` arm next to
-//! the timers. When frames wait and the transport takes none of them for
-//! [`Limits::write_timeout`], the client stopped reading: the session ends
-//! `Disconnected`. The admission slot goes with the session's end, before the last
-//! frames (`error`, close), which are best effort with a short bound.
+//! The session's own limits are the session crate's: the incoming frames run as a
+//! [`TrackedStream`] with the maximum length as its deadline (`TimedOut`, close 1000) and
+//! the idle timeout as its heartbeat (`Disconnected`, close 1008), and any end from
+//! elsewhere (a transport's cancel or `grpc-timeout`, `end_all` at shutdown) wakes the
+//! loop at once. [`TrackedStream::stopped`] says which of these it was, so each gets its
+//! own close frame.
+//!
+//! No send blocks the conversation: the response streams from its own task, and frames
+//! the loop itself answers with (`interrupted`) queue for room in a `select!` arm next to
+//! the input, which keeps being read (and so the stream's timers keep running). When frames
+//! wait and the transport takes none of them for [`Limits::write_timeout`], the client
+//! stopped reading: the session ends `Disconnected`. The admission slot goes with the
+//! session's end, before the last frames (`error`, close), which are best effort with a
+//! short bound.
 
+use std::collections::VecDeque;
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt};
-use livecount_session::{EndReason, Phase, Session};
+use livecount_session::{EndHandle, EndReason, Phase, Session, StreamEnd, TrackedStream};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -83,8 +93,32 @@ pub struct Limits {
 /// so this bounds only how long its task lingers.
 const CLOSE_BOUND: Duration = Duration::from_secs(1);
 
+/// Most replies (`interrupted`) that may wait for room at once. A client that sends more
+/// interrupts than this without reading a frame is not reading: the session ends
+/// `Disconnected`, as a stall would, instead of queueing without bound.
+const MAX_WAITING_REPLIES: usize = 16;
+
 /// How a conversation ends: the reason, and the close frame to send (if any).
 type Ending = (EndReason, Option<(u16, &'static str)>);
+
+/// The ending for why the tracked input stopped: its own deadline (close 1000) or idle
+/// limit (1008), or an end from elsewhere, which closes only for a shutdown (1001); the
+/// transport that ended the session otherwise says why itself (gRPC: `CANCELLED`,
+/// `DEADLINE_EXCEEDED`).
+fn ending_for(stopped: StreamEnd) -> Ending {
+    let close = match stopped {
+        StreamEnd::Deadline => Some((1000, "max session length")),
+        StreamEnd::Idle => Some((1008, "idle timeout")),
+        StreamEnd::Elsewhere(EndReason::Shutdown) => Some(SHUTDOWN_CLOSE),
+        // The input ends in `Lost` (see `converse`), so the source's own end is never
+        // reached; `Finished` would mean a completed session with nothing more to say.
+        _ => None,
+    };
+    (stopped.reason(), close)
+}
+
+/// The close frame of a shutdown.
+const SHUTDOWN_CLOSE: (u16, &str) = (1001, "server shutting down");
 
 /// The response being streamed.
 #[derive(Debug)]
@@ -239,35 +273,36 @@ fn spawn_response(
 /// The state of one conversation between its frames.
 #[derive(Debug)]
 struct Conversation {
-    session: Session,
+    /// The session, owned by the tracked input stream; this handle moves its phase and
+    /// ends it for the endings the loop decides.
+    handle: EndHandle,
     out: Output,
     limits: Limits,
     done: mpsc::UnboundedSender<u64>,
     response: Option<Response>,
     next_id: u64,
-    /// A frame the loop answered with, waiting for room in `out`.
-    pending: Option<Outgoing>,
+    /// Frames the loop answered with, waiting for room in `out`, oldest first.
+    waiting: VecDeque<Outgoing>,
     /// A frame to send after the end, before the close frame (why the input failed).
     farewell: Option<ServerFrame>,
 }
 
 impl Conversation {
     /// Handles what the transport delivered; `Some` ends the conversation.
-    fn on_incoming(&mut self, msg: Option<Incoming>) -> Option<Ending> {
-        self.session.touch();
-        match msg? {
+    fn on_incoming(&mut self, msg: Incoming) -> Option<Ending> {
+        match msg {
             Incoming::Frame(ClientFrame::Speak { chunks }) => {
                 self.stop_response();
                 self.next_id += 1;
-                self.session.set_phase(Phase::Generating);
+                self.handle.set_phase(Phase::Generating);
                 let (out, done) = (self.out.clone(), self.done.clone());
                 let response = spawn_response(self.next_id, chunks, self.limits, out, done);
                 self.response = Some(response);
             }
             Incoming::Frame(ClientFrame::Interrupt) => {
                 let sent = self.stop_response();
-                self.session.set_phase(Phase::Listening);
-                self.pending = Some(Outgoing::Frame(ServerFrame::Interrupted { sent }));
+                self.handle.set_phase(Phase::Listening);
+                return self.reply(Outgoing::Frame(ServerFrame::Interrupted { sent }));
             }
             Incoming::Frame(ClientFrame::Idle) => {}
             Incoming::Frame(ClientFrame::Bye) => {
@@ -289,6 +324,30 @@ impl Conversation {
         None
     }
 
+    /// Sends `frame` now if there is room and nothing waits before it, else queues it for
+    /// the loop's `reserve` arm; `Some` (disconnected) past [`MAX_WAITING_REPLIES`].
+    fn reply(&mut self, frame: Outgoing) -> Option<Ending> {
+        let frame = if self.waiting.is_empty() {
+            match self.out.tx.try_send(frame) {
+                Ok(()) => {
+                    self.out.counted();
+                    return None;
+                }
+                // A closed channel too: the `reserve` arm then ends the session.
+                Err(mpsc::error::TrySendError::Full(frame))
+                | Err(mpsc::error::TrySendError::Closed(frame)) => frame,
+            }
+        } else {
+            frame
+        };
+        if self.waiting.len() == MAX_WAITING_REPLIES {
+            // Interrupts faster than the client reads their answers.
+            return Some((EndReason::Disconnected, None));
+        }
+        self.waiting.push_back(frame);
+        None
+    }
+
     /// Aborts the current response, returning the chunks it had sent.
     fn stop_response(&mut self) -> u32 {
         self.response.take().map_or(0, |r| {
@@ -301,7 +360,7 @@ impl Conversation {
     fn on_done(&mut self, id: u64) {
         if self.response.as_ref().is_some_and(|r| r.id == id) {
             self.response = None;
-            self.session.set_phase(Phase::Listening);
+            self.handle.set_phase(Phase::Listening);
         }
     }
 
@@ -323,15 +382,18 @@ impl Conversation {
 }
 
 /// Runs one session to its end and returns the reason it ended with (the first ending
-/// wins: a session ended elsewhere, e.g. by `end_all`, reports that reason).
+/// wins: a session ended elsewhere, e.g. by `end_all` or the transport's handle, reports
+/// that reason).
 ///
-/// `slot` (the session's admission permit) is released right after the session ends,
-/// before the last frames (an `error`, the close) are offered to `out` for at most a
-/// second: a client that does not read holds neither the count nor the slot.
+/// `incoming` ending without [`Incoming::Closed`] is a lost connection (`Disconnected`),
+/// never a completed session. `slot` (the session's admission permit) is released right
+/// after the session ends, before the last frames (an `error`, the close) are offered to
+/// `out` for at most a second: a client that does not read holds neither the count nor
+/// the slot.
 pub async fn converse<S>(
     session: Session,
     slot: Option<OwnedSemaphorePermit>,
-    mut incoming: S,
+    incoming: S,
     out: mpsc::Sender<Outgoing>,
     limits: Limits,
     mut shutdown: watch::Receiver<bool>,
@@ -339,36 +401,42 @@ pub async fn converse<S>(
 where
     S: Stream<Item = Incoming> + Unpin,
 {
-    let deadline = after(limits.max_session);
-    let mut idle = after(limits.idle_timeout);
+    let handle = session.handle();
+    let incoming = incoming.chain(futures_util::stream::once(async { Incoming::Lost }));
+    let incoming =
+        TrackedStream::new(session, incoming, limits.max_session).idle_timeout(limits.idle_timeout);
+    let mut incoming = pin!(incoming);
     let mut stall = StallWatch::new(limits.write_timeout);
     let (done, mut done_rx) = mpsc::unbounded_channel();
     let out = Output::new(out);
     // The loop's own handle on `out` (the select arms borrow it while `c` changes).
     let room_in = out.clone();
     let mut c = Conversation {
-        session,
+        handle,
         out,
         limits,
         done,
         response: None,
         next_id: 0,
-        pending: None,
+        waiting: VecDeque::new(),
         farewell: None,
     };
     let (reason, close) = loop {
         if *shutdown.borrow() {
-            break (EndReason::Shutdown, Some((1001, "server shutting down")));
+            break (EndReason::Shutdown, Some(SHUTDOWN_CLOSE));
         }
         tokio::select! {
-            // While a reply waits for room, input waits too (the client is not reading).
-            msg = incoming.next(), if c.pending.is_none() => {
-                idle = after(limits.idle_timeout);
-                if let Some(ending) = c.on_incoming(msg) {
-                    break ending;
+            msg = incoming.next() => match msg {
+                Some(msg) => {
+                    if let Some(ending) = c.on_incoming(msg) {
+                        break ending;
+                    }
                 }
-            }
-            room = room_in.tx.reserve(), if c.pending.is_some() => match (room, c.pending.take()) {
+                // The stream stopped: its deadline, its idle limit, or an end from
+                // elsewhere (it yields `None` only with a reason).
+                None => break ending_for(incoming.stopped().unwrap_or(StreamEnd::Finished)),
+            },
+            room = room_in.tx.reserve(), if !c.waiting.is_empty() => match (room, c.waiting.pop_front()) {
                 (Ok(room), Some(frame)) => {
                     room.send(frame);
                     room_in.counted();
@@ -384,22 +452,19 @@ where
             }
             // The transport's writer is gone (a failed or timed-out write).
             () = room_in.tx.closed(), if limits.end_when_writer_gone => break (EndReason::Disconnected, None),
-            () = tokio::time::sleep_until(deadline) => break (EndReason::TimedOut, Some((1000, "max session length"))),
-            // A missed heartbeat, as the session crate names it (`Reaped` is the reaper's).
-            () = tokio::time::sleep_until(idle) => break (EndReason::Disconnected, Some((1008, "idle timeout"))),
             changed = shutdown.changed() => {
                 if changed.is_err() {
                     // The agent is gone without saying so: end as a shutdown would.
-                    break (EndReason::Shutdown, Some((1001, "server shutting down")));
+                    break (EndReason::Shutdown, Some(SHUTDOWN_CLOSE));
                 }
             }
         }
     };
     c.stop_response();
-    c.session.end(reason);
+    c.handle.end(reason);
     drop(slot);
     c.say_goodbye(close).await;
-    c.session.reason().unwrap_or(reason)
+    c.handle.reason().unwrap_or(reason)
 }
 
 #[cfg(test)]
@@ -564,5 +629,195 @@ mod tests {
                 reason: "idle timeout"
             })
         );
+    }
+
+    /// Runs `converse` over `incoming` with `l`; returns its task, the session's handle,
+    /// the output's receiver and the shutdown sender.
+    fn run(
+        tracker: &SessionTracker,
+        incoming: impl Stream<Item = Incoming> + Unpin + Send + 'static,
+        l: Limits,
+        room: usize,
+    ) -> (
+        JoinHandle<EndReason>,
+        livecount_session::EndHandle,
+        mpsc::Receiver<Outgoing>,
+        watch::Sender<bool>,
+    ) {
+        let (out, rx) = mpsc::channel(room);
+        let shutdown = watch::channel(false).0;
+        let session = tracker.start();
+        let handle = session.handle();
+        let task = tokio::spawn(converse(
+            session,
+            None,
+            incoming,
+            out,
+            l,
+            shutdown.subscribe(),
+        ));
+        (task, handle, rx, shutdown)
+    }
+
+    /// The close frame among what the conversation sent, if any.
+    async fn close_of(rx: &mut mpsc::Receiver<Outgoing>) -> Option<(u16, &'static str)> {
+        while let Some(frame) = rx.recv().await {
+            if let Outgoing::Close { code, reason } = frame {
+                return Some((code, reason));
+            }
+        }
+        None
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_max_length_ends_timed_out_with_close_1000() {
+        let mut l = limits();
+        l.max_session = Duration::from_secs(5);
+        let tracker: SessionTracker = SessionTracker::new();
+        let (task, _, mut rx, _shutdown) = run(&tracker, futures_util::stream::pending(), l, 8);
+        let start = tokio::time::Instant::now();
+        assert_eq!(task.await.unwrap(), EndReason::TimedOut);
+        assert!(
+            start.elapsed() >= Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(close_of(&mut rx).await, Some((1000, "max session length")));
+    }
+
+    /// A transport's own end (gRPC's `grpc-timeout`, a reset) wakes the loop through the
+    /// session, and the transport, not the loop, says why: no close frame.
+    #[tokio::test(start_paused = true)]
+    async fn an_end_from_the_transport_wins_and_sends_no_close() {
+        for reason in [EndReason::TimedOut, EndReason::Cancelled] {
+            let tracker: SessionTracker = SessionTracker::new();
+            let (task, handle, mut rx, _shutdown) =
+                run(&tracker, futures_util::stream::pending(), limits(), 8);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(handle.end(reason));
+            let ended = tokio::time::timeout(Duration::from_secs(1), task).await;
+            assert_eq!(ended.expect("the end woke the loop").unwrap(), reason);
+            assert_eq!(close_of(&mut rx).await, None, "{reason:?}");
+            assert_eq!(tracker.snapshot().ended_by(reason), 1);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn end_all_at_shutdown_closes_1001() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let (task, _, mut rx, _shutdown) =
+            run(&tracker, futures_util::stream::pending(), limits(), 8);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tracker.end_all(EndReason::Shutdown);
+        assert_eq!(task.await.unwrap(), EndReason::Shutdown);
+        assert_eq!(
+            close_of(&mut rx).await,
+            Some((1001, "server shutting down"))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_shutdown_signal_closes_1001() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let (task, _, mut rx, shutdown) =
+            run(&tracker, futures_util::stream::pending(), limits(), 8);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        shutdown.send_replace(true);
+        assert_eq!(task.await.unwrap(), EndReason::Shutdown);
+        assert_eq!(
+            close_of(&mut rx).await,
+            Some((1001, "server shutting down"))
+        );
+        assert_eq!(tracker.snapshot().ended_by(EndReason::Shutdown), 1);
+    }
+
+    /// Input that just stops (no close frame, no `Closed`) is a lost connection.
+    #[tokio::test(start_paused = true)]
+    async fn input_that_ends_without_a_close_is_disconnected() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let idle = futures_util::stream::iter([Incoming::Frame(ClientFrame::Idle)]);
+        let (task, _, mut rx, _shutdown) = run(&tracker, idle, limits(), 8);
+        assert_eq!(task.await.unwrap(), EndReason::Disconnected);
+        assert_eq!(close_of(&mut rx).await, None);
+        let clean = futures_util::stream::iter([Incoming::Closed]);
+        let (task, _, _rx, _shutdown) = run(&tracker, clean, limits(), 8);
+        assert_eq!(task.await.unwrap(), EndReason::Completed);
+        assert_eq!(tracker.snapshot().ended_by(EndReason::Completed), 1);
+    }
+
+    /// With a reply waiting for room and no stall limit in reach, the input is still read
+    /// and its deadline still runs: the session ends at its maximum length.
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_runs_while_a_reply_waits_for_room() {
+        let mut l = limits();
+        l.max_session = Duration::from_secs(3);
+        l.write_timeout = Duration::from_secs(3600);
+        let tracker: SessionTracker = SessionTracker::new();
+        let (frames, rx) = mpsc::unbounded_channel();
+        let incoming = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|msg| (msg, rx))
+        });
+        let (task, _, _unread, _shutdown) = run(&tracker, Box::pin(incoming), l, 1);
+        frames
+            .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await; // the one slot fills
+        frames
+            .send(Incoming::Frame(ClientFrame::Interrupt))
+            .unwrap();
+        let start = tokio::time::Instant::now();
+        let ended = tokio::time::timeout(Duration::from_secs(10), task).await;
+        assert_eq!(ended.expect("never ended").unwrap(), EndReason::TimedOut);
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    /// Interrupts faster than their answers are read: the session ends at the bound on
+    /// waiting replies instead of queueing without one.
+    #[tokio::test(start_paused = true)]
+    async fn interrupts_nobody_reads_are_bounded() {
+        let mut l = limits();
+        l.write_timeout = Duration::from_secs(3600);
+        let tracker: SessionTracker = SessionTracker::new();
+        let interrupts = futures_util::stream::iter(std::iter::repeat_n(
+            Incoming::Frame(ClientFrame::Interrupt),
+            1000,
+        ))
+        .chain(futures_util::stream::pending());
+        let (task, _, mut unread, _shutdown) = run(&tracker, Box::pin(interrupts), l, 1);
+        let ended = tokio::time::timeout(Duration::from_secs(10), task).await;
+        assert_eq!(
+            ended.expect("never ended").unwrap(),
+            EndReason::Disconnected
+        );
+        // One reply took the channel's slot; the bound's worth waited behind it, and the
+        // one past the bound ended the session.
+        let mut replies = 0;
+        while let Ok(Outgoing::Frame(ServerFrame::Interrupted { .. })) = unread.try_recv() {
+            replies += 1;
+        }
+        assert_eq!(replies, 1);
+        assert_eq!(tracker.active(), 0);
+    }
+
+    /// A client that reads its answers may interrupt as often as it likes.
+    #[tokio::test(start_paused = true)]
+    async fn interrupts_that_are_read_are_not_bounded() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let interrupts = futures_util::stream::iter(std::iter::repeat_n(
+            Incoming::Frame(ClientFrame::Interrupt),
+            100,
+        ))
+        .chain(futures_util::stream::iter([Incoming::Closed]));
+        let (task, _, mut rx, _shutdown) = run(&tracker, Box::pin(interrupts), limits(), 256);
+        assert_eq!(task.await.unwrap(), EndReason::Completed);
+        let mut replies = 0;
+        while let Ok(Outgoing::Frame(ServerFrame::Interrupted { sent: 0 })) = rx.try_recv() {
+            replies += 1;
+        }
+        assert_eq!(replies, 100);
     }
 }
