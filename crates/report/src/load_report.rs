@@ -44,7 +44,8 @@ pub struct LoadReport {
     pub rejected: u64,
     /// The most sessions the backend admits, if it has a hard limit.
     pub max_sessions: Option<u64>,
-    /// active ÷ window: the session count as a request rate, for ORCA `rps_fractional`.
+    /// active ÷ window: the session count as a request rate (ORCA reports its own,
+    /// always positive qps: see `orca`).
     pub pretend_qps: f64,
     /// Utilisation over the last interval in [0, 1], EWMA-smoothed.
     pub utilisation: f64,

@@ -3,20 +3,60 @@
 //! `weighted_round_robin` and Envoy `client_side_weighted_round_robin` clients (with
 //! out-of-band reporting enabled) weigh backends by their sessions.
 //!
-//! Each [`OrcaLoadReport`] is one [`LoadReport`], the same one `/load` serves:
+//! # What a stock weighted round robin reads
+//!
+//! Both balancers weigh a backend `rps_fractional ÷ application_utilization` (gRFC A58;
+//! Envoy's CSWRR the same), and both **ignore a report whose qps or utilisation is not
+//! positive** (Envoy: `QPS must be positive`, counted in `lb_orca_oob.report_errors`), leaving
+//! the backend on a stale or average weight. Reporting sessions as QPS and CPU as
+//! utilisation fails both ways on a session backend: an idle one reports qps 0 (ignored),
+//! and one at 0.1 % CPU gets a weight of qps ÷ 0.001 that swings by orders of magnitude with
+//! noise in the CPU reading.
+//!
+//! So the two fields are chosen for their quotient: **the WRR weight is the backend's
+//! headroom in sessions** — what the hybrid capacity model says may still be sent there, the
+//! same quantity HAProxy's agent-check weight is a share of — floored at
+//! [`MIN_WEIGHT_SESSIONS`] so a full backend's report stays valid. With `n` open sessions and
+//! headroom `h = max(headroom, MIN_WEIGHT_SESSIONS)`:
+//!
+//! * `application_utilization = (n + 1) ÷ (n + 1 + h)`: the share of what the backend can
+//!   hold that is taken once one more session arrives. Always in (0, 1); for an idle
+//!   backend `1 ÷ (1 + h)`, never 0.
+//! * `rps_fractional = application_utilization × h`: always > 0; about `n + 1` while the
+//!   headroom is large against the load.
+//!
+//! and `rps_fractional ÷ application_utilization = h`, bounded by the backend's
+//! `max_sessions` whatever the CPU reads. For example, with `max_sessions` 1 000:
+//!
+//! | backend | n | headroom | utilisation | qps | weight | share of new sessions |
+//! | --- | --- | --- | --- | --- | --- | --- |
+//! | idle | 0 | 1 000 | 0.000 999 | 0.999 | 1 000 | 1 000 ÷ 2 000.01 = 50 % |
+//! | 20 sessions, cold | 20 | 980 | 0.0210 | 20.6 | 980 | — |
+//! | hot: 90 % CPU, target 80 % | 3 | 0 → 0.01 | 0.9975 | 0.009 98 | 0.01 | 0.01 ÷ 2 000.01 = 0.0005 % |
+//!
+//! (two idle backends and the hot one). Compare the old mapping (qps = sessions ÷ window,
+//! utilisation = CPU): the idle backends' reports were rejected and the split between two
+//! equal cold backends was set by CPU noise.
+//!
+//! The raw CPU stays visible as `cpu_utilization`, and the session share itself as the
+//! named metric `session_utilization` (`n ÷ effective capacity`, 1 when the capacity is 0),
+//! which Envoy's `metric_names_for_computing_utilization` can select — but Envoy uses a
+//! positive `application_utilization` first, so the weight above is what it applies.
 //!
 //! | ORCA field | from the load report |
 //! | --- | --- |
-//! | `rps_fractional` | `pretend_qps`: open sessions ÷ report window |
-//! | `application_utilization` | `utilisation` (smoothed) |
-//! | `cpu_utilization` | `raw_utilisation` (the same, unsmoothed) |
+//! | `rps_fractional` | `(n + 1) h ÷ (n + 1 + h)` (see above) |
+//! | `application_utilization` | `(n + 1) ÷ (n + 1 + h)` |
+//! | `cpu_utilization` | `raw_utilisation` (the CPU, unsmoothed) |
+//! | `named_metrics["session_utilization"]` | `active ÷ effective_capacity` |
 //! | `named_metrics["active_sessions"]` | `active` |
 //! | `named_metrics["generating_sessions"]` | `generating` |
 //! | `named_metrics["effective_capacity"]` | `effective_capacity` |
 //! | `named_metrics["headroom"]` | `headroom` |
 //! | `named_metrics["report_sequence"]` | `sequence` (as a double) |
 //!
-//! WRR then weighs a backend `rps_fractional ÷ application_utilization`.
+//! A draining backend reports the floor (weight [`MIN_WEIGHT_SESSIONS`]) until its streams
+//! end.
 //!
 //! # Reporting interval
 //!
@@ -68,17 +108,57 @@ impl OrcaService {
     }
 }
 
-/// A load report in ORCA's terms (see the [module docs](self) for the mapping).
+/// The smallest weight a report carries, in sessions: a backend with no headroom still
+/// sends a valid report (both balancers ignore a zero qps or utilisation), weighted 10⁵
+/// times below a backend with 1 000 sessions of room.
+pub const MIN_WEIGHT_SESSIONS: f64 = 0.01;
+
+/// The weight a stock WRR gives `report`: its headroom in sessions, at least
+/// [`MIN_WEIGHT_SESSIONS`] (0 headroom while draining).
 ///
 /// ```
 /// let mut report = livecount_report::LoadReport::empty("b");
-/// (report.sequence, report.active, report.pretend_qps, report.utilisation) = (7, 4, 4.0, 0.5);
+/// report.headroom = 980.0;
+/// assert_eq!(livecount_report::orca::wrr_weight(&report), 980.0);
+/// report.headroom = 0.0;
+/// assert_eq!(livecount_report::orca::wrr_weight(&report), 0.01);
+/// ```
+pub fn wrr_weight(report: &LoadReport) -> f64 {
+    let headroom = if report.draining {
+        0.0
+    } else {
+        report.headroom
+    };
+    if headroom.is_finite() {
+        headroom.max(MIN_WEIGHT_SESSIONS)
+    } else {
+        MIN_WEIGHT_SESSIONS
+    }
+}
+
+/// A load report in ORCA's terms (see the [module docs](self) for the mapping): the
+/// quotient `rps_fractional ÷ application_utilization` is [`wrr_weight`], and both are
+/// positive.
+///
+/// ```
+/// let mut report = livecount_report::LoadReport::empty("b");
+/// (report.sequence, report.active, report.headroom) = (7, 4, 45.0);
 /// let orca = livecount_report::orca::orca_report(&report);
-/// assert_eq!((orca.rps_fractional, orca.application_utilization), (4.0, 0.5));
+/// assert_eq!(orca.application_utilization, 5.0 / 50.0);
+/// assert!((orca.rps_fractional / orca.application_utilization - 45.0).abs() < 1e-9);
 /// assert_eq!(orca.named_metrics["report_sequence"], 7.0);
 /// ```
 pub fn orca_report(report: &LoadReport) -> OrcaLoadReport {
+    let weight = wrr_weight(report);
+    let taken = report.active as f64 + 1.0;
+    let utilization = taken / (taken + weight);
+    let session_utilization = if report.effective_capacity > 0.0 {
+        report.active as f64 / report.effective_capacity
+    } else {
+        1.0
+    };
     let named_metrics = HashMap::from([
+        ("session_utilization".to_owned(), session_utilization),
         ("active_sessions".to_owned(), report.active as f64),
         ("generating_sessions".to_owned(), report.generating as f64),
         ("effective_capacity".to_owned(), report.effective_capacity),
@@ -87,8 +167,8 @@ pub fn orca_report(report: &LoadReport) -> OrcaLoadReport {
     ]);
     OrcaLoadReport {
         cpu_utilization: report.raw_utilisation,
-        rps_fractional: report.pretend_qps,
-        application_utilization: report.utilisation,
+        rps_fractional: utilization * weight,
+        application_utilization: utilization,
         named_metrics,
         ..OrcaLoadReport::default()
     }
@@ -164,25 +244,84 @@ mod tests {
         (r.pretend_qps, r.utilisation, r.raw_utilisation) = (0.5, 0.25, 0.3);
         (r.effective_capacity, r.headroom) = (12.0, 7.0);
         let o = orca_report(&r);
-        assert_eq!(
-            (
-                o.rps_fractional,
-                o.application_utilization,
-                o.cpu_utilization
-            ),
-            (0.5, 0.25, 0.3)
-        );
+        assert_eq!(o.application_utilization, 6.0 / 13.0);
+        assert!((o.rps_fractional - 6.0 * 7.0 / 13.0).abs() < 1e-12);
+        assert_eq!(o.cpu_utilization, 0.3);
         let m = |k: &str| o.named_metrics[k];
         assert_eq!(
             [
+                m("session_utilization"),
                 m("active_sessions"),
                 m("generating_sessions"),
                 m("effective_capacity"),
                 m("headroom"),
                 m("report_sequence")
             ],
-            [5.0, 2.0, 12.0, 7.0, 9.0]
+            [5.0 / 12.0, 5.0, 2.0, 12.0, 7.0, 9.0]
         );
-        assert_eq!(o.named_metrics.len(), 5);
+        assert_eq!(o.named_metrics.len(), 6);
+    }
+
+    /// The weight a WRR computes, qps ÷ utilisation, as gRFC A58 and Envoy do.
+    fn weight(o: &OrcaLoadReport) -> f64 {
+        o.rps_fractional / o.application_utilization
+    }
+
+    /// Every report a balancer reads is valid (qps and utilisation > 0, finite), and its
+    /// weight is the headroom, floored: across idle, loaded, full, hot, draining and
+    /// absurd inputs.
+    #[test]
+    fn every_report_is_valid_and_weighs_the_headroom() {
+        let cases = [
+            // (active, headroom, capacity, draining, expected weight)
+            (0, 1000.0, 1000.0, false, 1000.0),
+            (20, 980.0, 1000.0, false, 980.0),
+            (1000, 0.0, 1000.0, false, MIN_WEIGHT_SESSIONS),
+            (3, 0.0, 3.1, false, MIN_WEIGHT_SESSIONS),
+            (0, 0.1, 0.1, false, 0.1),
+            (0, 0.0, 0.0, false, MIN_WEIGHT_SESSIONS),
+            (7, 500.0, 507.0, true, MIN_WEIGHT_SESSIONS),
+            (0, f64::NAN, 0.0, false, MIN_WEIGHT_SESSIONS),
+            (0, f64::INFINITY, 0.0, false, MIN_WEIGHT_SESSIONS),
+            (u64::MAX / 2, 1e15, 1e15, false, 1e15),
+        ];
+        for (active, headroom, capacity, draining, expected) in cases {
+            let mut r = LoadReport::empty("b");
+            (r.active, r.headroom, r.effective_capacity, r.draining) =
+                (active, headroom, capacity, draining);
+            let o = orca_report(&r);
+            let case = format!("{active} / {headroom} / {draining}: {o:?}");
+            assert!(
+                o.rps_fractional > 0.0 && o.rps_fractional.is_finite(),
+                "{case}"
+            );
+            assert!(o.application_utilization > 0.0, "{case}");
+            assert!(o.application_utilization < 1.0, "{case}");
+            assert!((weight(&o) / expected - 1.0).abs() < 1e-9, "{case}");
+            assert_eq!(wrr_weight(&r), expected, "{case}");
+            let s = o.named_metrics["session_utilization"];
+            assert!(s.is_finite() && s >= 0.0, "{case}");
+        }
+    }
+
+    /// The weights the module docs' table gives, and the shares they make.
+    #[test]
+    fn the_documented_table_holds() {
+        let report = |active, headroom| {
+            let mut r = LoadReport::empty("b");
+            (r.active, r.headroom, r.effective_capacity) =
+                (active, headroom, active as f64 + headroom);
+            orca_report(&r)
+        };
+        let idle = report(0, 1000.0);
+        assert!((idle.application_utilization - 1.0 / 1001.0).abs() < 1e-12);
+        let cold = report(20, 980.0);
+        assert!((cold.application_utilization - 21.0 / 1001.0).abs() < 1e-12);
+        assert!((cold.rps_fractional - 21.0 * 980.0 / 1001.0).abs() < 1e-9);
+        let hot = report(3, 0.0);
+        assert!((hot.application_utilization - 4.0 / 4.01).abs() < 1e-12);
+        let total = 2.0 * weight(&idle) + weight(&hot);
+        assert!((weight(&idle) / total - 0.5).abs() < 1e-5);
+        assert!(weight(&hot) / total < 1e-5);
     }
 }

@@ -34,7 +34,7 @@ pub fn render(report: &LoadReport) -> String {
     );
     gauge(
         "livecount_pretend_qps",
-        "Active sessions divided by the window (ORCA rps_fractional).",
+        "Active sessions divided by the window: the session count as a request rate.",
         report.pretend_qps,
     );
     gauge(

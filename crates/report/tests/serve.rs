@@ -167,8 +167,14 @@ async fn load_metrics_agent_check_and_orca_carry_one_report() {
     );
     assert_eq!(first.named_metrics["active_sessions"], 6.0);
     assert_eq!(first.named_metrics["generating_sessions"], 1.0);
-    assert_eq!(first.rps_fractional, report.pretend_qps);
-    assert_eq!(first.application_utilization, report.utilisation);
+    // The WRR weight a balancer computes is the headroom the report says.
+    let weight = first.rps_fractional / first.application_utilization;
+    let headroom = report.headroom.max(0.01);
+    assert!((weight - headroom).abs() < 1e-9 * headroom, "{first:?}");
+    assert_eq!(
+        first.named_metrics["headroom"], report.headroom,
+        "the same report"
+    );
 
     // Draining: agent-check says so at once and the ORCA stream ends (OK).
     drop(sessions);

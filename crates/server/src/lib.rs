@@ -26,9 +26,10 @@
 //! * **ORCA out-of-band load reports** on the same `--grpc` port
 //!   ([`livecount_report::OrcaService`]):
 //!   `xds.service.orca.v3.OpenRcaService/StreamCoreMetrics` streams
-//!   `xds.data.orca.v3.OrcaLoadReport`s with `rps_fractional` = pretend QPS (open
-//!   sessions ÷ window) and `application_utilization` = utilisation, so unmodified gRPC
-//!   `weighted_round_robin` and Envoy client-side WRR weigh backends by their sessions.
+//!   `xds.data.orca.v3.OrcaLoadReport`s whose `rps_fractional ÷ application_utilization`
+//!   is the backend's headroom in sessions (both always positive, see
+//!   [`livecount_report::orca`]), so unmodified gRPC `weighted_round_robin` and Envoy
+//!   client-side WRR send new sessions where there is room.
 //!   The protobuf code is generated once and committed ([`generated`] here, and
 //!   `livecount_report::generated` for ORCA): building needs no `protoc`.
 //!

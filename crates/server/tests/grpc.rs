@@ -149,12 +149,19 @@ async fn orca_reports_carry_the_numbers_of_load() {
         }
         assert_eq!(named["active_sessions"], 3.0, "{report:?}");
         assert_eq!(named["generating_sessions"], 1.0, "{report:?}");
+        // The WRR weight (qps ÷ utilisation) is the headroom, both fields positive.
         assert!(report.rps_fractional > 0.0, "{report:?}");
+        assert!(report.application_utilization > 0.0, "{report:?}");
+        let weight = report.rps_fractional / report.application_utilization;
+        let headroom = load["headroom"].as_f64().unwrap().max(0.01);
         assert!(
-            close(report.rps_fractional, &load["pretend_qps"]),
+            (weight - headroom).abs() < 1e-6 * headroom.max(1.0),
             "{report:?} {load}"
         );
-        assert!(close(report.application_utilization, &load["utilisation"]));
+        assert!(close(
+            report.application_utilization,
+            &serde_json::json!(4.0 / (4.0 + headroom))
+        ));
         assert!(close(report.cpu_utilization, &load["raw_utilisation"]));
         assert!(close(
             named["effective_capacity"],
