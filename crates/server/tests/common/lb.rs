@@ -1,0 +1,445 @@
+//! The end-to-end balancer tests' shared parts: a fleet of `livecount-agent` processes on
+//! loopback (one of them hot), a timeline of what each advertised, the share assertions
+//! every balancer must meet, and the report each test writes.
+//!
+//! Reports go to `target/lb/<balancer>/` on every run, and also to the committed
+//! `results/lb/<balancer>/` when `LIVECOUNT_UPDATE_RESULTS=1` (so a test run never dirties
+//! the checkout unless asked to).
+
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use livecount_report::LoadReport;
+use livecount_server::driver::fetch_load;
+
+use super::Procs;
+
+/// A free loopback port (bound and released: the agent binds it a moment later).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One agent process's addresses.
+#[derive(Debug, Clone)]
+pub(crate) struct Backend {
+    /// `b1`, `b2`, …
+    pub(crate) name: String,
+    /// HTTP: WebSocket sessions, `/load`, `/metrics`.
+    pub(crate) http: u16,
+    /// gRPC: Converse sessions and ORCA.
+    pub(crate) grpc: u16,
+    /// HAProxy agent-check.
+    pub(crate) agent_check: u16,
+    /// Its stderr (the last line after a SIGTERM is the final count).
+    pub(crate) log: PathBuf,
+}
+
+impl Backend {
+    /// `127.0.0.1:<http>`.
+    pub(crate) fn http_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.http)
+    }
+}
+
+/// `n` agents, every listener on a free loopback port, `--cores 1 --work-ms 1`, reports
+/// every 0.5 s; backend `hot` also burns 90 % of its core in the background.
+pub(crate) struct Fleet {
+    pub(crate) backends: Vec<Backend>,
+    pub(crate) procs: Procs,
+    /// A scratch directory for configs and logs, removed on drop.
+    pub(crate) dir: PathBuf,
+    pub(crate) hot: usize,
+}
+
+impl Fleet {
+    /// Starts the agents (`tag` names the scratch directory) with `extra` options each.
+    pub(crate) fn start(tag: &str, n: usize, hot: usize, extra: &[&str]) -> Fleet {
+        let dir = std::env::temp_dir().join(format!("livecount-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut procs = Procs(Vec::new());
+        let mut backends = Vec::new();
+        for i in 0..n {
+            let b = Backend {
+                name: format!("b{}", i + 1),
+                http: free_port(),
+                grpc: free_port(),
+                agent_check: free_port(),
+                log: dir.join(format!("b{}.log", i + 1)),
+            };
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_livecount-agent"));
+            cmd.args(["serve", "--name", &b.name])
+                .args(["--http", &format!("127.0.0.1:{}", b.http)])
+                .args(["--grpc", &format!("127.0.0.1:{}", b.grpc)])
+                .args(["--agent-check", &format!("127.0.0.1:{}", b.agent_check)])
+                .args(["--cores", "1", "--work-ms", "1", "--report-secs", "0.5"])
+                .args(extra)
+                .stderr(std::fs::File::create(&b.log).unwrap());
+            if i == hot {
+                cmd.args(["--background-load", "0.9"]);
+            }
+            procs.0.push(cmd.spawn().expect("livecount-agent starts"));
+            backends.push(b);
+        }
+        Fleet {
+            backends,
+            procs,
+            dir,
+            hot,
+        }
+    }
+
+    /// Every backend's latest report (waiting up to 10 s for each to answer).
+    pub(crate) async fn loads(&self) -> Vec<LoadReport> {
+        let mut out = Vec::new();
+        for b in &self.backends {
+            out.push(load_of(&b.http_addr()).await);
+        }
+        out
+    }
+
+    /// Waits until every backend answers and the hot one reports its CPU (weight ≤ 5 %).
+    pub(crate) async fn ready(&self) {
+        let start = Instant::now();
+        loop {
+            let loads = self.loads().await;
+            if loads[self.hot].weight_percent <= 5 {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the hot backend never reported its CPU: {:?}",
+                loads[self.hot]
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits (up to 10 s) until every backend still running is at active 0 with started =
+    /// ended, and returns their reports; panics with the last report otherwise.
+    pub(crate) async fn settled(&self, running: &[usize]) -> Vec<LoadReport> {
+        let mut out = Vec::new();
+        for &i in running {
+            let addr = self.backends[i].http_addr();
+            let mut last = load_of(&addr).await;
+            for _ in 0..100 {
+                if last.active == 0 && last.started == last.ended {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                last = load_of(&addr).await;
+            }
+            assert_eq!(last.active, 0, "{}: {last:?}", self.backends[i].name);
+            assert_eq!(
+                last.started, last.ended,
+                "{}: {last:?}",
+                self.backends[i].name
+            );
+            out.push(last);
+        }
+        out
+    }
+
+    /// Sends SIGTERM to backend `i` and waits (up to 10 s) for it to exit; returns its
+    /// exit status and the last line of its log.
+    pub(crate) async fn sigterm(&mut self, i: usize) -> (ExitStatus, String) {
+        let pid = self.procs.0[i].id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
+        for _ in 0..100 {
+            if let Some(status) = self.procs.0[i].try_wait().unwrap() {
+                let log = std::fs::read_to_string(&self.backends[i].log).unwrap();
+                let last = log.lines().last().unwrap_or_default().to_owned();
+                return (status, last);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "{} did not exit within 10 s of SIGTERM",
+            self.backends[i].name
+        );
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        // The processes go first (Procs' own drop runs after this), then their files.
+        for c in &mut self.procs.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The report at `addr`'s `/load`, retried for up to 10 s.
+pub(crate) async fn load_of(addr: &str) -> LoadReport {
+    for _ in 0..200 {
+        if let Some(v) = fetch_load(addr).await {
+            return serde_json::from_value(v).expect("/load is a LoadReport");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("agent at {addr} never answered /load");
+}
+
+/// What every backend advertised at one moment.
+#[derive(Debug, Clone)]
+pub(crate) struct Sample {
+    /// Seconds since the timeline started.
+    pub(crate) t: f64,
+    pub(crate) active: Vec<u64>,
+    pub(crate) started: Vec<u64>,
+    /// The weight a stock WRR computes from the ORCA report (qps ÷ utilisation).
+    pub(crate) orca_weight: Vec<f64>,
+    /// The agent-check weight HAProxy reads, percent.
+    pub(crate) agent_check: Vec<u32>,
+}
+
+/// Samples every backend's `/load` every 250 ms on its own task until stopped.
+pub(crate) struct Timeline {
+    samples: Arc<Mutex<Vec<Sample>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Timeline {
+    /// Starts sampling `fleet`'s backends (a backend that stops answering keeps its last
+    /// values, zeroed active).
+    pub(crate) fn record(fleet: &Fleet) -> Timeline {
+        let addrs: Vec<String> = fleet.backends.iter().map(Backend::http_addr).collect();
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::clone(&samples);
+        let task = tokio::spawn(async move {
+            let start = Instant::now();
+            let mut ticks = tokio::time::interval(Duration::from_millis(250));
+            let mut last: Vec<Option<LoadReport>> = vec![None; addrs.len()];
+            loop {
+                ticks.tick().await;
+                for (i, addr) in addrs.iter().enumerate() {
+                    let fetched =
+                        tokio::time::timeout(Duration::from_millis(200), fetch_load(addr));
+                    match fetched.await.ok().flatten() {
+                        Some(v) => last[i] = serde_json::from_value(v).ok(),
+                        None => {
+                            if let Some(r) = last[i].as_mut() {
+                                (r.active, r.headroom, r.weight_percent) = (0, 0.0, 0);
+                            }
+                        }
+                    }
+                }
+                let pick = |f: &dyn Fn(&LoadReport) -> f64| -> Vec<f64> {
+                    last.iter().map(|r| r.as_ref().map_or(0.0, f)).collect()
+                };
+                let sample = Sample {
+                    t: start.elapsed().as_secs_f64(),
+                    active: pick(&|r| r.active as f64)
+                        .iter()
+                        .map(|&x| x as u64)
+                        .collect(),
+                    started: pick(&|r| r.started as f64)
+                        .iter()
+                        .map(|&x| x as u64)
+                        .collect(),
+                    orca_weight: pick(&livecount_report::orca::wrr_weight),
+                    agent_check: pick(&|r| f64::from(r.weight_percent))
+                        .iter()
+                        .map(|&x| x as u32)
+                        .collect(),
+                };
+                out.lock().unwrap().push(sample);
+            }
+        });
+        Timeline { samples, task }
+    }
+
+    /// Stops sampling and returns the samples.
+    pub(crate) fn stop(self) -> Vec<Sample> {
+        self.task.abort();
+        std::mem::take(&mut *self.samples.lock().unwrap())
+    }
+}
+
+/// New sessions per backend between two reads of `started`.
+pub(crate) fn new_sessions(before: &[LoadReport], after: &[LoadReport]) -> Vec<u64> {
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| a.started - b.started)
+        .collect()
+}
+
+/// The assertions every balancer must meet on new sessions placed after the first report:
+/// the hot backend takes at most 10 %, and the cold ones' counts differ by less than 1.5×.
+pub(crate) fn assert_shares(balancer: &str, new: &[u64], hot: usize) {
+    let total: u64 = new.iter().sum();
+    assert!(total > 0, "{balancer}: no new sessions at all");
+    let hot_share = new[hot] as f64 / total as f64;
+    assert!(
+        hot_share <= 0.10,
+        "{balancer}: the hot backend took {:.1} % of new sessions: {new:?}",
+        100.0 * hot_share
+    );
+    let cold: Vec<u64> = new
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != hot)
+        .map(|(_, &n)| n)
+        .collect();
+    let (lo, hi) = (cold.iter().min().unwrap(), cold.iter().max().unwrap());
+    assert!(
+        *lo > 0 && (*hi as f64) < 1.5 * *lo as f64,
+        "{balancer}: the cold backends' shares differ by 1.5× or more: {new:?}"
+    );
+}
+
+/// A markdown table of new sessions per backend, with its share and the weights it
+/// advertised (mean over `samples`).
+pub(crate) fn share_table(fleet: &Fleet, new: &[u64], samples: &[Sample]) -> String {
+    let total: u64 = new.iter().sum::<u64>().max(1);
+    let mean = |f: &dyn Fn(&Sample) -> f64| -> f64 {
+        if samples.is_empty() {
+            return 0.0;
+        }
+        samples.iter().map(f).sum::<f64>() / samples.len() as f64
+    };
+    let mut t = String::from(
+        "| backend | new sessions | share | mean ORCA weight (sessions) | mean agent-check weight |\n\
+         | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for (i, b) in fleet.backends.iter().enumerate() {
+        let hot = if i == fleet.hot { " (hot)" } else { "" };
+        t.push_str(&format!(
+            "| {}{hot} | {} | {:.1} % | {:.2} | {:.0} % |\n",
+            b.name,
+            new[i],
+            100.0 * new[i] as f64 / total as f64,
+            mean(&|s| s.orca_weight[i]),
+            mean(&|s| f64::from(s.agent_check[i])),
+        ));
+    }
+    t
+}
+
+/// Writes `REPORT.md` (`body` under a title) and `sessions.svg` (active sessions per
+/// backend over time, and each backend's ORCA weight) for `balancer`; returns the
+/// directory written under `target/`.
+pub(crate) fn write_report(
+    balancer: &str,
+    title: &str,
+    body: &str,
+    fleet: &Fleet,
+    samples: &[Sample],
+) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut dirs = vec![root.join("target/lb").join(balancer)];
+    if std::env::var_os("LIVECOUNT_UPDATE_RESULTS").is_some_and(|v| v == "1") {
+        dirs.push(root.join("results/lb").join(balancer));
+    }
+    let names: Vec<String> = fleet
+        .backends
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            if i == fleet.hot {
+                format!("{} (hot)", b.name)
+            } else {
+                b.name.clone()
+            }
+        })
+        .collect();
+    let report = format!(
+        "# {title}\n\n\
+         Generated by `crates/server/tests/{balancer}_e2e.rs` (run by `scripts/test.sh`; \
+         `LIVECOUNT_UPDATE_RESULTS=1` rewrites this copy). Machine: {} cores; a loopback \
+         run, so ballpark.\n\n{body}\n\n\
+         ![active sessions per backend, and the weight each advertised](sessions.svg)\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+    );
+    for dir in &dirs {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("REPORT.md"), &report).unwrap();
+        plot(&dir.join("sessions.svg"), title, &names, samples);
+    }
+    dirs.swap_remove(0)
+}
+
+/// Two panels: active sessions per backend over time, and the ORCA weight per backend
+/// (log scale: the hot one sits at the floor).
+fn plot(path: &std::path::Path, title: &str, names: &[String], samples: &[Sample]) {
+    use plotters::prelude::*;
+    let root = SVGBackend::new(path, (900, 640)).into_drawing_area();
+    root.fill(&WHITE).unwrap();
+    let (top, bottom) = root.split_vertically(340);
+    let t_max = samples.last().map_or(1.0, |s| s.t).max(1.0);
+    let active_max = samples
+        .iter()
+        .flat_map(|s| s.active.iter().copied())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let colours = [BLUE, GREEN, RED, MAGENTA, CYAN];
+    let mut chart = ChartBuilder::on(&top)
+        .caption(format!("{title}: active sessions"), ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(45)
+        .build_cartesian_2d(0.0..t_max, 0.0..active_max * 1.1)
+        .unwrap();
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("active")
+        .draw()
+        .unwrap();
+    for (i, name) in names.iter().enumerate() {
+        let c = colours[i % colours.len()];
+        chart
+            .draw_series(LineSeries::new(
+                samples.iter().map(|s| (s.t, s.active[i] as f64)),
+                c,
+            ))
+            .unwrap()
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], c));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .draw()
+        .unwrap();
+    let w_max = samples
+        .iter()
+        .flat_map(|s| s.orca_weight.iter().copied())
+        .fold(1.0_f64, f64::max);
+    let mut chart = ChartBuilder::on(&bottom)
+        .caption(
+            "ORCA weight = qps ÷ utilisation (sessions, log)",
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(45)
+        .build_cartesian_2d(0.0..t_max, (0.005..w_max * 2.0).log_scale())
+        .unwrap();
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("weight")
+        .draw()
+        .unwrap();
+    for i in 0..names.len() {
+        let c = colours[i % colours.len()];
+        chart
+            .draw_series(LineSeries::new(
+                samples.iter().map(|s| (s.t, s.orca_weight[i].max(0.005))),
+                c,
+            ))
+            .unwrap();
+    }
+    root.present().unwrap();
+}
