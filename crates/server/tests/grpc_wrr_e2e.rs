@@ -1,0 +1,494 @@
+//! End to end on loopback: a stock gRPC C-core client (Python `grpcio`, the
+//! `weighted_round_robin` policy with out-of-band ORCA reports) balancing
+//! `livecount.agent.v1.Agent/Converse` streams over three `livecount-agent` processes, one of
+//! them hot. The client is `tests/lb/grpc_wrr_client.py`; C-core's own trace gives the
+//! weights it computed from the agents' ORCA reports.
+//!
+//! 1. Without `grpc.default_authority`, C-core sends the whole comma-separated target list
+//!    as `:authority`, and the agents' HTTP/2 layer refuses the stream before any service
+//!    code runs (see `docs/lb/grpc.md`): checked with one call, and nothing is counted.
+//! 2. With it, 60 sessions over 6 s (30 % cancelled abruptly): the hot backend takes at
+//!    most 10 % and the cold ones split evenly; C-core used every report; each backend's
+//!    counts return to 0 and match what the client did, reason by reason (a C-core cancel,
+//!    RST_STREAM CANCEL, ends `Cancelled`).
+//! 3. SIGTERM to b1 while it holds sessions: it drains (exit 0, `active 0`, its sessions
+//!    end `Shutdown`, the client sees `UNAVAILABLE`), and a second run over the same target
+//!    list (b1 now gone) places every session on b2 and b3, all clean.
+//!
+//! `#[ignore]`d: it needs `grpcio` in `.tools/venv` (`scripts/lb_tools.sh`) and takes ~40 s.
+//! The client's channel is new in each run, so the client waits (`--warmup`) for the first
+//! ORCA report and C-core's blackout period before its first session.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+
+use common::Procs;
+use common::lb::{Fleet, Timeline, assert_shares, new_sessions, share_table, write_report};
+
+/// What C-core reports for a stream the agent's HTTP/2 layer reset (`PROTOCOL_ERROR`).
+const AUTHORITY_CODE: &str = "INTERNAL";
+const AUTHORITY_DETAILS: &str =
+    "Stream removed (RST_STREAM (Received RST_STREAM with error code 1))";
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The venv's python with grpcio, or a loud panic.
+fn python() -> PathBuf {
+    let python = workspace().join(".tools/venv/bin/python");
+    let ok = Command::new(&python)
+        .args(["-c", "import grpc, grpc_tools"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{} with grpcio and grpcio-tools not found: run scripts/lb_tools.sh",
+        python.display()
+    );
+    python
+}
+
+/// Generates the Python stubs for the agent's protos into `dir/stubs`.
+fn stubs(python: &Path, dir: &Path) -> PathBuf {
+    let out = dir.join("stubs");
+    std::fs::create_dir_all(&out).unwrap();
+    let proto = workspace().join("crates/server/proto");
+    let status = Command::new(python)
+        .args(["-m", "grpc_tools.protoc", "-I"])
+        .arg(&proto)
+        .arg(format!("--python_out={}", out.display()))
+        .arg(format!("--grpc_python_out={}", out.display()))
+        .arg(proto.join("livecount/agent/v1/agent.proto"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "grpc_tools.protoc failed");
+    out
+}
+
+/// Runs of the Python client, each a child killed (by PID) if the test ends first.
+struct Client {
+    python: PathBuf,
+    stubs: PathBuf,
+    dir: PathBuf,
+    targets: String,
+    procs: Procs,
+}
+
+impl Client {
+    /// Starts a run called `name` with `args`; returns its index for [`Client::wait`].
+    fn spawn(&mut self, name: &str, args: &[&str]) -> usize {
+        let script = workspace().join("tests/lb/grpc_wrr_client.py");
+        let child = Command::new(&self.python)
+            .arg(script)
+            .arg("--stubs")
+            .arg(&self.stubs)
+            .args(["--targets", &self.targets])
+            .arg("--out")
+            .arg(self.dir.join(format!("{name}.json")))
+            .arg("--grpc-log")
+            .arg(self.dir.join(format!("{name}.grpc.log")))
+            .args(args)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python starts");
+        self.procs.0.push(child);
+        self.procs.0.len() - 1
+    }
+
+    /// Waits up to `timeout` for run `i` (called `name`) to exit 0; returns its summary.
+    async fn wait(&mut self, i: usize, name: &str, timeout: Duration) -> Value {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.procs.0[i].try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "client run {name} did not finish within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(status.success(), "client run {name}: {status}");
+        let text = std::fs::read_to_string(self.dir.join(format!("{name}.json"))).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    async fn run(&mut self, name: &str, args: &[&str], timeout: Duration) -> Value {
+        let i = self.spawn(name, args);
+        self.wait(i, name, timeout).await
+    }
+}
+
+fn count(summary: &Value, key: &str) -> u64 {
+    summary[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} in {summary}"))
+}
+
+/// Ended sessions by reason, summed over `reports`.
+fn reasons(reports: &[livecount_report::LoadReport]) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for r in reports {
+        for (k, n) in &r.ended_by_reason {
+            *out.entry(k.clone()).or_default() += n;
+        }
+    }
+    out
+}
+
+/// `a - b`, reason by reason.
+fn minus(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    a.iter()
+        .map(|(k, n)| (k.clone(), n - b.get(k).copied().unwrap_or(0)))
+        .collect()
+}
+
+/// A scheduler's weights (a map from C-core's subchannel address) as `b1 1.69, b2 …`, or
+/// `None` unless every backend's weight is known.
+fn labelled(scheduler: &Value, fleet: &Fleet) -> Option<String> {
+    let weights: Option<Vec<String>> = fleet
+        .backends
+        .iter()
+        .map(|b| {
+            let w = scheduler[format!("{{127.0.0.1:{}}}", b.grpc)].as_f64()?;
+            Some(format!("{} {w:.3}", b.name))
+        })
+        .collect();
+    weights.map(|w| w.join(", "))
+}
+
+/// C-core's weights per backend, from a run summary: (reports used, min, median, max).
+fn weights_seen(summary: &Value, fleet: &Fleet) -> Vec<Option<(u64, f64, f64, f64)>> {
+    fleet
+        .backends
+        .iter()
+        .map(|b| {
+            let s = &summary["weights"]["weight_stats"][format!("{{127.0.0.1:{}}}", b.grpc)];
+            Some((
+                s["n"].as_u64()?,
+                s["min"].as_f64()?,
+                s["median"].as_f64()?,
+                s["max"].as_f64()?,
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs grpcio (scripts/lb_tools.sh); run by scripts/test.sh"]
+async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
+    let started = Instant::now();
+    let python = python();
+    let mut fleet = Fleet::start("grpcwrr", 3, 2, &[]);
+    let stubs = stubs(&python, &fleet.dir);
+    let targets = fleet
+        .backends
+        .iter()
+        .map(|b| format!("127.0.0.1:{}", b.grpc))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut client = Client {
+        python,
+        stubs,
+        dir: fleet.dir.clone(),
+        targets,
+        procs: Procs(Vec::new()),
+    };
+    fleet.ready().await;
+
+    // 1. C-core's default :authority (the target list) is refused below the service.
+    let probe = client
+        .run(
+            "authority",
+            &["--probe", "--authority", "", "--call-timeout", "2"],
+            Duration::from_secs(10),
+        )
+        .await;
+    eprintln!(
+        "without grpc.default_authority: {} {:?}",
+        probe["code"], probe["details"]
+    );
+    assert_eq!(probe["code"], AUTHORITY_CODE, "{probe}");
+    assert_eq!(probe["details"], AUTHORITY_DETAILS, "{probe}");
+    let loads = fleet.loads().await;
+    assert!(
+        loads.iter().all(|r| r.started == 0 && r.rejected == 0),
+        "the refused stream never reached the service: {loads:?}"
+    );
+
+    // 2. The balancing run.
+    let timeline = Timeline::record(&fleet);
+    let recording = Instant::now();
+    let before = fleet.loads().await;
+    let run = client
+        .run(
+            "balance",
+            &[
+                "--sessions",
+                "60",
+                "--ramp",
+                "6",
+                "--hold-min",
+                "4",
+                "--hold-max",
+                "6",
+                "--kill-share",
+                "0.3",
+                "--seed",
+                "7",
+                "--warmup",
+                "2.5",
+            ],
+            Duration::from_secs(45),
+        )
+        .await;
+    let after = fleet.settled(&[0, 1, 2]).await;
+    // The share table's mean weights are over the balancing run (the timeline goes on).
+    let balance_secs = recording.elapsed().as_secs_f64();
+    let new = new_sessions(&before, &after);
+    let (opened, closed, cancelled) = (
+        count(&run, "opened"),
+        count(&run, "closed"),
+        count(&run, "cancelled"),
+    );
+    eprintln!(
+        "balance run: {opened} opened, {closed} closed, {cancelled} cancelled, failures {}; \
+         new sessions per backend (b3 hot): {new:?}",
+        run["failures"]
+    );
+    assert_eq!(count(&run, "failed"), 0, "{}", run["failures"]);
+    assert_eq!(count(&run, "unfinished"), 0);
+    assert_eq!(opened, 60);
+    assert!(cancelled > 0 && closed > 0);
+    assert_eq!(closed + cancelled, 60);
+    assert_eq!(
+        new.iter().sum::<u64>(),
+        opened,
+        "every session counted once"
+    );
+    let ended = minus(&reasons(&after), &reasons(&before));
+    let expected: BTreeMap<String, u64> = ended
+        .keys()
+        .map(|k| {
+            let n = match k.as_str() {
+                "completed" => closed,
+                "cancelled" => cancelled,
+                _ => 0,
+            };
+            (k.clone(), n)
+        })
+        .collect();
+    assert_eq!(
+        ended, expected,
+        "bye ends Completed and a C-core cancel Cancelled, once each"
+    );
+    assert_shares("grpc", &new, fleet.hot);
+
+    // C-core used every report (none with qps or utilisation ≤ 0), and weighed the hot
+    // backend below both cold ones.
+    let ignored = run["weights"]["not_updating"].as_array().unwrap();
+    assert!(ignored.is_empty(), "C-core ignored reports: {ignored:?}");
+    let weights = weights_seen(&run, &fleet);
+    for (b, w) in fleet.backends.iter().zip(&weights) {
+        eprintln!(
+            "{}: C-core weights (reports used, min, median, max): {w:?}",
+            b.name
+        );
+    }
+    let median = |i: usize| weights[i].expect("C-core weighed every backend").2;
+    assert!(
+        median(2) < median(0).min(median(1)),
+        "the hot backend weighs least: {weights:?}"
+    );
+    // The weights of the first scheduler C-core built with all three known (before, round
+    // robin: no weights yet, or in the blackout period), and of the last.
+    let schedulers: Vec<String> = run["weights"]["schedulers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| labelled(s, &fleet))
+        .collect();
+    let first_weights = schedulers.first().cloned().unwrap_or_default();
+    let last_weights = schedulers.last().cloned().unwrap_or_default();
+    eprintln!("C-core's schedulers: first {first_weights}, last {last_weights}");
+
+    // 3. SIGTERM to b1 while it holds sessions.
+    let held_args = [
+        "--sessions",
+        "12",
+        "--ramp",
+        "0.5",
+        "--hold-min",
+        "6",
+        "--hold-max",
+        "6",
+        "--kill-share",
+        "0",
+        "--seed",
+        "8",
+        "--warmup",
+        "1.5",
+    ];
+    let before_held = fleet.loads().await;
+    let held = client.spawn("held", &held_args);
+    // Until all 12 are open (and reported: a report is up to 0.5 s old).
+    let t = Instant::now();
+    let on_b1 = loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let loads = fleet.loads().await;
+        if loads.iter().map(|r| r.active).sum::<u64>() == 12 {
+            break loads[0].active;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "the held sessions never all opened: {loads:?}"
+        );
+    };
+    assert!(on_b1 > 0, "b1 holds some of the held sessions");
+    let (status, last) = fleet.sigterm(0).await;
+    eprintln!("b1 after SIGTERM with {on_b1} sessions open: {status}; {last}");
+    assert!(status.success(), "b1 exits 0: {status}");
+    assert!(last.contains("active 0"), "{last}");
+    assert!(
+        last.contains(&format!("\"shutdown\": {on_b1}")),
+        "b1's open sessions end Shutdown: {last}"
+    );
+    let held_run = client.wait(held, "held", Duration::from_secs(20)).await;
+    let brief = |v: &Value| {
+        format!(
+            "{} opened, {} closed, {} cancelled, {} failed {}",
+            v["opened"], v["closed"], v["cancelled"], v["failed"], v["failures"]
+        )
+    };
+    eprintln!("held run: {}", brief(&held_run));
+    assert_eq!(count(&held_run, "opened"), 12);
+    assert_eq!(count(&held_run, "failed"), on_b1, "{held_run}");
+    assert_eq!(count(&held_run, "closed"), 12 - on_b1, "{held_run}");
+    let held_failures = held_run["failures"].as_object().unwrap().clone();
+    assert_eq!(
+        held_failures.keys().collect::<Vec<_>>(),
+        ["UNAVAILABLE: server shutting down"],
+        "b1's sessions see the shutdown status"
+    );
+
+    // A second run over the same three targets: b1 is gone, C-core skips it.
+    let mid = fleet.settled(&[1, 2]).await;
+    let again = client
+        .run(
+            "after-b1",
+            &[
+                "--sessions",
+                "15",
+                "--ramp",
+                "1.5",
+                "--hold-min",
+                "1",
+                "--hold-max",
+                "1.5",
+                "--kill-share",
+                "0",
+                "--seed",
+                "9",
+                "--warmup",
+                "1.5",
+            ],
+            Duration::from_secs(30),
+        )
+        .await;
+    let finals = fleet.settled(&[1, 2]).await;
+    let samples = timeline.stop();
+    let placed: Vec<u64> = mid
+        .iter()
+        .zip(&finals)
+        .map(|(m, f)| f.started - m.started)
+        .collect();
+    eprintln!(
+        "after b1 stopped: {}; new sessions on b2, b3: {placed:?}",
+        brief(&again)
+    );
+    assert_eq!(count(&again, "failed"), 0, "{again}");
+    assert_eq!(count(&again, "closed"), 15, "{again}");
+    assert_eq!(
+        placed.iter().sum::<u64>(),
+        15,
+        "every session on b2 or b3, none on b1"
+    );
+    // b2 and b3 over the held run and this one: only clean ends.
+    let tail = minus(&reasons(&finals), &reasons(&before_held[1..]));
+    assert_eq!(
+        tail.values().sum::<u64>(),
+        tail.get("completed").copied().unwrap_or(0),
+        "{tail:?}"
+    );
+    assert_eq!(tail["completed"], 12 - on_b1 + 15);
+
+    let elapsed = started.elapsed();
+    let balance_samples: Vec<_> = samples
+        .iter()
+        .filter(|s| s.t <= balance_secs)
+        .cloned()
+        .collect();
+    let table = share_table(&fleet, &new, &balance_samples);
+    let mut weight_table = String::from(
+        "| backend | ORCA reports C-core used | min | median | max |\n\
+         | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for (b, w) in fleet.backends.iter().zip(&weights) {
+        let (n, lo, mid, hi) = w.unwrap_or_default();
+        weight_table.push_str(&format!(
+            "| {} | {n} | {lo:.3} | {mid:.3} | {hi:.3} |\n",
+            b.name
+        ));
+    }
+    let config = serde_json::to_string_pretty(&run["options"]).unwrap();
+    let body = format!(
+        "A stock gRPC C-core client (Python `grpcio` 1.85, `tests/lb/grpc_wrr_client.py`) on \
+         one channel to `ipv4:` + the three agents' `--grpc` addresses, 60 `Converse` sessions \
+         over 6 s, each held 4–6 s, 30 % cancelled abruptly; b3 burns 90 % of its core. \
+         See `docs/lb/grpc.md`.\n\n\
+         Channel options (service config and authority):\n\n```json\n{config}\n```\n\n\
+         ## New sessions\n\n{table}\n\
+         (Weights: what each agent advertised, mean over the {balance_secs:.1} s of this \
+         run, sampled from `/load`.) \
+         Client: {opened} opened, {closed} closed with bye (`completed` on the agents), \
+         {cancelled} cancelled (`cancelled` on the agents), 0 failed.\n\n\
+         ## Weights C-core computed\n\n\
+         From C-core's `weighted_round_robin_lb` trace: each ORCA report's \
+         `rps_fractional ÷ application_utilization` (the backend's headroom in sessions). \
+         Reports C-core ignored (qps or utilisation not positive): {}. The first \
+         scheduler built with every weight known (after the blackout) used {first_weights} \
+         (an idle agent reports a headroom of about 2 sessions before it has measured one); \
+         the last {last_weights}. C-core's scheduler caps a weight at 10× the mean and \
+         raises it to 1 % of the mean.\n\n\
+         {weight_table}\n\
+         ## Without `grpc.default_authority`\n\n\
+         `{AUTHORITY_CODE}: {AUTHORITY_DETAILS}` — the agent's HTTP/2 layer (h2) rejects the \
+         `:authority` `{}`, and no session is counted.\n\n\
+         ## SIGTERM to b1 with {on_b1} of 12 held sessions\n\n\
+         b1 exits 0: `{last}`. Its sessions end `UNAVAILABLE: server shutting down` on the \
+         client; a second run of 15 sessions over the same three targets placed {placed:?} \
+         on b2, b3, all closed cleanly.\n\n\
+         Test duration: {:.1} s.",
+        ignored.len(),
+        probe["target"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_start_matches("ipv4:"),
+        elapsed.as_secs_f64(),
+    );
+    let dir = write_report(
+        "grpc",
+        "gRPC C-core weighted_round_robin with ORCA",
+        &body,
+        &fleet,
+        &samples,
+    );
+    eprintln!("report: {}", dir.join("REPORT.md").display());
+}
