@@ -14,25 +14,30 @@
 //! noise in the CPU reading.
 //!
 //! So the two fields are chosen for their quotient: **the WRR weight is the backend's
-//! headroom in sessions** — what the hybrid capacity model says may still be sent there, the
-//! same quantity HAProxy's agent-check weight is a share of — floored at
-//! [`MIN_WEIGHT_SESSIONS`] so a full backend's report stays valid. With `n` open sessions and
-//! headroom `h = max(headroom, MIN_WEIGHT_SESSIONS)`:
+//! headroom, in thousandths of a session** — what the hybrid capacity model says may still
+//! be sent there, the same quantity HAProxy's agent-check weight is a share of — floored at
+//! [`MIN_WEIGHT_SESSIONS`] so a full backend's report stays valid. The thousandths
+//! ([`WEIGHT_UNITS_PER_SESSION`]) are for Envoy, which truncates host weights to integers: in
+//! sessions, an idle backend's headroom of about 2 (the model's first report interval) and a
+//! hot backend's 0.01 would both become weight 1. gRPC uses only the weights' ratios. With
+//! `n` open sessions and headroom `h = clamp(headroom, MIN_WEIGHT_SESSIONS,
+//! MAX_WEIGHT_SESSIONS)`:
 //!
 //! * `application_utilization = (n + 1) ÷ (n + 1 + h)`: the share of what the backend can
 //!   hold that is taken once one more session arrives. Always in (0, 1); for an idle
 //!   backend `1 ÷ (1 + h)`, never 0.
-//! * `rps_fractional = application_utilization × h`: always > 0; about `n + 1` while the
-//!   headroom is large against the load.
+//! * `rps_fractional = 1000 × application_utilization × h`: always > 0; about
+//!   `1000 × (n + 1)` while the headroom is large against the load.
 //!
-//! and `rps_fractional ÷ application_utilization = h`, bounded by the backend's
-//! `max_sessions` whatever the CPU reads. For example, with `max_sessions` 1 000:
+//! and `rps_fractional ÷ application_utilization = 1000 h`, bounded by the backend's
+//! `max_sessions` whatever the CPU reads (and by 10⁹, inside Envoy's 32-bit weights). For
+//! example, with `max_sessions` 1 000:
 //!
 //! | backend | n | headroom | utilisation | qps | weight | share of new sessions |
 //! | --- | --- | --- | --- | --- | --- | --- |
-//! | idle | 0 | 1 000 | 0.000 999 | 0.999 | 1 000 | 1 000 ÷ 2 000.01 = 50 % |
-//! | 20 sessions, cold | 20 | 980 | 0.0210 | 20.6 | 980 | — |
-//! | hot: 90 % CPU, target 80 % | 3 | 0 → 0.01 | 0.9975 | 0.009 98 | 0.01 | 0.01 ÷ 2 000.01 = 0.0005 % |
+//! | idle | 0 | 1 000 | 0.000 999 | 999 | 1 000 000 | 1 000 ÷ 2 000.01 = 50 % |
+//! | 20 sessions, cold | 20 | 980 | 0.0210 | 20 560 | 980 000 | — |
+//! | hot: 90 % CPU, target 80 % | 3 | 0 → 0.01 | 0.9975 | 9.98 | 10 | 0.01 ÷ 2 000.01 = 0.0005 % |
 //!
 //! (two idle backends and the hot one). Compare the old mapping (qps = sessions ÷ window,
 //! utilisation = CPU): the idle backends' reports were rejected and the split between two
@@ -55,8 +60,8 @@
 //! | `named_metrics["headroom"]` | `headroom` |
 //! | `named_metrics["report_sequence"]` | `sequence` (as a double) |
 //!
-//! A draining backend reports the floor (weight [`MIN_WEIGHT_SESSIONS`]) until its streams
-//! end.
+//! A draining backend reports the floor (weight [`MIN_WEIGHT_SESSIONS`], 10 units) until its
+//! streams end.
 //!
 //! # Reporting interval
 //!
@@ -113,45 +118,68 @@ impl OrcaService {
 /// times below a backend with 1 000 sessions of room.
 pub const MIN_WEIGHT_SESSIONS: f64 = 0.01;
 
-/// The weight a stock WRR gives `report`: its headroom in sessions, at least
-/// [`MIN_WEIGHT_SESSIONS`] (0 headroom while draining).
+/// The largest weight a report carries, in sessions (10⁹ units: inside Envoy's 32-bit host
+/// weights).
+pub const MAX_WEIGHT_SESSIONS: f64 = 1e6;
+
+/// Weight units per session of headroom: the ORCA weight is in thousandths of a session, so
+/// Envoy's integer weights keep the floor (10) apart from an idle backend's few sessions.
+pub const WEIGHT_UNITS_PER_SESSION: f64 = 1000.0;
+
+/// The headroom, in sessions, that [`orca_report`] advertises for `report`: clamped to
+/// [`MIN_WEIGHT_SESSIONS`]..=[`MAX_WEIGHT_SESSIONS`], the floor while draining or when it is
+/// not a number.
 ///
 /// ```
 /// let mut report = livecount_report::LoadReport::empty("b");
 /// report.headroom = 980.0;
-/// assert_eq!(livecount_report::orca::wrr_weight(&report), 980.0);
+/// assert_eq!(livecount_report::orca::advertised_headroom(&report), 980.0);
 /// report.headroom = 0.0;
-/// assert_eq!(livecount_report::orca::wrr_weight(&report), 0.01);
+/// assert_eq!(livecount_report::orca::advertised_headroom(&report), 0.01);
 /// ```
-pub fn wrr_weight(report: &LoadReport) -> f64 {
+pub fn advertised_headroom(report: &LoadReport) -> f64 {
     let headroom = if report.draining {
         0.0
     } else {
         report.headroom
     };
-    if headroom.is_finite() {
-        headroom.max(MIN_WEIGHT_SESSIONS)
-    } else {
+    if headroom.is_nan() {
         MIN_WEIGHT_SESSIONS
+    } else {
+        headroom.clamp(MIN_WEIGHT_SESSIONS, MAX_WEIGHT_SESSIONS)
     }
+}
+
+/// The weight a stock WRR computes from [`orca_report`]`(report)`, `rps_fractional ÷
+/// application_utilization`: [`advertised_headroom`] × [`WEIGHT_UNITS_PER_SESSION`].
+///
+/// ```
+/// let mut report = livecount_report::LoadReport::empty("b");
+/// report.headroom = 980.0;
+/// assert_eq!(livecount_report::orca::wrr_weight(&report), 980_000.0);
+/// report.headroom = 0.0;
+/// assert_eq!(livecount_report::orca::wrr_weight(&report), 10.0);
+/// ```
+pub fn wrr_weight(report: &LoadReport) -> f64 {
+    advertised_headroom(report) * WEIGHT_UNITS_PER_SESSION
 }
 
 /// A load report in ORCA's terms (see the [module docs](self) for the mapping): the
 /// quotient `rps_fractional ÷ application_utilization` is [`wrr_weight`], and both are
-/// positive.
+/// positive and finite.
 ///
 /// ```
 /// let mut report = livecount_report::LoadReport::empty("b");
 /// (report.sequence, report.active, report.headroom) = (7, 4, 45.0);
 /// let orca = livecount_report::orca::orca_report(&report);
 /// assert_eq!(orca.application_utilization, 5.0 / 50.0);
-/// assert!((orca.rps_fractional / orca.application_utilization - 45.0).abs() < 1e-9);
+/// assert!((orca.rps_fractional / orca.application_utilization - 45_000.0).abs() < 1e-6);
 /// assert_eq!(orca.named_metrics["report_sequence"], 7.0);
 /// ```
 pub fn orca_report(report: &LoadReport) -> OrcaLoadReport {
-    let weight = wrr_weight(report);
+    let headroom = advertised_headroom(report);
     let taken = report.active as f64 + 1.0;
-    let utilization = taken / (taken + weight);
+    let utilization = taken / (taken + headroom);
     let session_utilization = if report.effective_capacity > 0.0 {
         report.active as f64 / report.effective_capacity
     } else {
@@ -167,7 +195,7 @@ pub fn orca_report(report: &LoadReport) -> OrcaLoadReport {
     ]);
     OrcaLoadReport {
         cpu_utilization: report.raw_utilisation,
-        rps_fractional: utilization * weight,
+        rps_fractional: utilization * headroom * WEIGHT_UNITS_PER_SESSION,
         application_utilization: utilization,
         named_metrics,
         ..OrcaLoadReport::default()
@@ -245,7 +273,7 @@ mod tests {
         (r.effective_capacity, r.headroom) = (12.0, 7.0);
         let o = orca_report(&r);
         assert_eq!(o.application_utilization, 6.0 / 13.0);
-        assert!((o.rps_fractional - 6.0 * 7.0 / 13.0).abs() < 1e-12);
+        assert!((o.rps_fractional - 1000.0 * 6.0 * 7.0 / 13.0).abs() < 1e-9);
         assert_eq!(o.cpu_utilization, 0.3);
         let m = |k: &str| o.named_metrics[k];
         assert_eq!(
@@ -282,8 +310,9 @@ mod tests {
             (0, 0.0, 0.0, false, MIN_WEIGHT_SESSIONS),
             (7, 500.0, 507.0, true, MIN_WEIGHT_SESSIONS),
             (0, f64::NAN, 0.0, false, MIN_WEIGHT_SESSIONS),
-            (0, f64::INFINITY, 0.0, false, MIN_WEIGHT_SESSIONS),
-            (u64::MAX / 2, 1e15, 1e15, false, 1e15),
+            (0, f64::INFINITY, 0.0, false, MAX_WEIGHT_SESSIONS),
+            (0, 2e6, 2e6, false, MAX_WEIGHT_SESSIONS),
+            (u64::MAX / 2, 1e15, 1e15, false, MAX_WEIGHT_SESSIONS),
         ];
         for (active, headroom, capacity, draining, expected) in cases {
             let mut r = LoadReport::empty("b");
@@ -297,8 +326,17 @@ mod tests {
             );
             assert!(o.application_utilization > 0.0, "{case}");
             assert!(o.application_utilization < 1.0, "{case}");
-            assert!((weight(&o) / expected - 1.0).abs() < 1e-9, "{case}");
-            assert_eq!(wrr_weight(&r), expected, "{case}");
+            assert!(
+                (weight(&o) / (1000.0 * expected) - 1.0).abs() < 1e-9,
+                "{case}"
+            );
+            assert_eq!(advertised_headroom(&r), expected, "{case}");
+            assert_eq!(wrr_weight(&r), 1000.0 * expected, "{case}");
+            // Inside Envoy's 32-bit integer weights, and the floor is not truncated to 0.
+            assert!(
+                weight(&o) <= f64::from(u32::MAX) && weight(&o) >= 9.99,
+                "{case}"
+            );
             let s = o.named_metrics["session_utilization"];
             assert!(s.is_finite() && s >= 0.0, "{case}");
         }
@@ -317,7 +355,7 @@ mod tests {
         assert!((idle.application_utilization - 1.0 / 1001.0).abs() < 1e-12);
         let cold = report(20, 980.0);
         assert!((cold.application_utilization - 21.0 / 1001.0).abs() < 1e-12);
-        assert!((cold.rps_fractional - 21.0 * 980.0 / 1001.0).abs() < 1e-9);
+        assert!((cold.rps_fractional - 1000.0 * 21.0 * 980.0 / 1001.0).abs() < 1e-6);
         let hot = report(3, 0.0);
         assert!((hot.application_utilization - 4.0 / 4.01).abs() < 1e-12);
         let total = 2.0 * weight(&idle) + weight(&hot);

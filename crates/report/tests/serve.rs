@@ -167,10 +167,11 @@ async fn load_metrics_agent_check_and_orca_carry_one_report() {
     );
     assert_eq!(first.named_metrics["active_sessions"], 6.0);
     assert_eq!(first.named_metrics["generating_sessions"], 1.0);
-    // The WRR weight a balancer computes is the headroom the report says.
+    // The WRR weight a balancer computes is the headroom the report says, in thousandths
+    // of a session.
     let weight = first.rps_fractional / first.application_utilization;
-    let headroom = report.headroom.max(0.01);
-    assert!((weight - headroom).abs() < 1e-9 * headroom, "{first:?}");
+    let units = 1000.0 * report.headroom.max(0.01);
+    assert!((weight - units).abs() < 1e-9 * units, "{first:?}");
     assert_eq!(
         first.named_metrics["headroom"], report.headroom,
         "the same report"

@@ -149,13 +149,14 @@ async fn orca_reports_carry_the_numbers_of_load() {
         }
         assert_eq!(named["active_sessions"], 3.0, "{report:?}");
         assert_eq!(named["generating_sessions"], 1.0, "{report:?}");
-        // The WRR weight (qps ÷ utilisation) is the headroom, both fields positive.
+        // The WRR weight (qps ÷ utilisation) is the headroom in thousandths of a session,
+        // both fields positive.
         assert!(report.rps_fractional > 0.0, "{report:?}");
         assert!(report.application_utilization > 0.0, "{report:?}");
         let weight = report.rps_fractional / report.application_utilization;
         let headroom = load["headroom"].as_f64().unwrap().max(0.01);
         assert!(
-            (weight - headroom).abs() < 1e-6 * headroom.max(1.0),
+            (weight - 1000.0 * headroom).abs() < 1e-6 * 1000.0 * headroom,
             "{report:?} {load}"
         );
         assert!(close(
