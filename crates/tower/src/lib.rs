@@ -91,11 +91,42 @@
 //! # }
 //! ```
 //!
+#![cfg_attr(
+    feature = "orca",
+    doc = r#"
+The same on each backend's ORCA out-of-band stream (feature `orca`), the way a gRPC client
+balances long streams (`docs/lb/tower-p2c.md` in the repository runs it against three
+agents):
+
+```no_run
+# #[tokio::main(flavor = "current_thread")]
+# async fn main() {
+use livecount_tower::{LoadFeed, Metric, OrcaLoadSource, SessionLoad};
+use std::time::Duration;
+use tower::{Service, ServiceExt, balance::p2c::Balance, discover::ServiceList};
+
+let backends = ["10.0.0.1:50051", "10.0.0.2:50051"].map(|addr| {
+    let source = OrcaLoadSource::new(addr.parse().unwrap(), Duration::from_millis(500));
+    let feed = LoadFeed::spawn(source, Metric::Occupancy, Duration::from_secs(2));
+    // In production: a service that opens the stream on this backend's tonic channel.
+    SessionLoad::new(tower::service_fn(move |_: ()| async move { Ok::<_, std::io::Error>(addr) }), feed)
+});
+let mut balance = Balance::new(ServiceList::new(backends));
+let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
+# let _ = chosen;
+# }
+```
+"#
+)]
+//!
 //! # Feature flags
 //!
 //! * `axum` (default): [`WebSocketSessions`], [`tracked_upgrade`], [`TrackedSocket`]
 //!   (axum's `ws` extractor, tokio-util's `CancellationToken`). [`SessionLayer`] and
 //!   [`SessionLoad`] need only tower, http and tokio.
+//! * `orca`: `OrcaLoadSource`, a [`LoadSource`] holding a backend's ORCA out-of-band
+//!   stream (`xds.service.orca.v3.OpenRcaService`) open over a tonic channel
+//!   (`livecount-report`'s generated client, tonic's `channel`).
 //!
 //! # Comparison with alternatives
 //!
@@ -154,6 +185,8 @@ mod feed;
 mod future;
 mod layer;
 mod load;
+#[cfg(feature = "orca")]
+mod orca_source;
 mod report;
 mod source;
 #[cfg(feature = "axum")]
@@ -164,6 +197,8 @@ pub use feed::{LoadFeed, LoadMetric};
 pub use future::ResponseFuture;
 pub use layer::{CountAll, Predicate, SessionLayer, SessionService};
 pub use load::SessionLoad;
+#[cfg(feature = "orca")]
+pub use orca_source::{DRAINING_SEQUENCE, OrcaLoadSource};
 pub use report::{BackendLoad, Metric};
 pub use source::{HttpLoadSource, LoadSource};
 #[cfg(feature = "axum")]
