@@ -517,10 +517,10 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
     );
     // Steady state first: one session straight on each cold backend (held through the
     // wave, outside its counts). An idle agent advertises only its capacity model's prior
-    // (about 2 sessions of headroom, which Envoy truncates to weight 1, the same as the
-    // hot one's 0.01), and its first session raises that to tens: without this, the
-    // first cold backend whose loaded report Envoy applies takes every new session for
-    // up to a report period (see docs/lb/envoy.md).
+    // (about 2 sessions of headroom, weight ~2 000), and its first session raises that to
+    // tens or hundreds of sessions: without this, the first cold backend whose loaded
+    // report Envoy applies takes every new session for up to a report period (see
+    // docs/lb/envoy.md). Loaded means more than 10 sessions of headroom (10 000 units).
     let mut warm = Vec::new();
     for i in (0..fleet.backends.len()).filter(|&i| i != fleet.hot) {
         warm.push(Direct::open(fleet.backends[i].grpc).await);
@@ -531,7 +531,7 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
         let weighted = view
             .iter()
             .enumerate()
-            .all(|(i, h)| i == fleet.hot || h.weight > 1);
+            .all(|(i, h)| i == fleet.hot || h.weight > 10_000);
         if weighted && view.len() == fleet.backends.len() {
             eprintln!("Envoy weights with one session per cold backend: {view:?}");
             break;
