@@ -2,7 +2,7 @@
 //! ORCA out-of-band load reports) in front of three `livecount-agent` processes, one of them
 //! hot. gRPC sessions (`livecount.agent.v1.Agent/Converse`) go through Envoy's listener;
 //! Envoy weighs each backend by the ORCA reports it streams from the agent's `--grpc` port,
-//! whose `rps_fractional ÷ application_utilization` is the backend's headroom in sessions.
+//! whose `rps_fractional ÷ application_utilization` is the backend's headroom in thousandths of a session.
 //!
 //! Checked: every report is accepted (`lb_orca_oob.report_errors` = 0), the hot backend
 //! gets almost nothing and the cold ones even shares, killed and closed clients are counted
@@ -710,7 +710,7 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
     let body = format!(
         "Three agents (`--cores 1 --work-ms 1 --report-secs 0.5`; b3 burns 90 % of its core) \
          behind Envoy 1.40, `client_side_weighted_round_robin` with ORCA out-of-band \
-         reports (`crates/report/src/orca.rs`: weight = headroom in sessions). 60 gRPC \
+         reports (`crates/report/src/orca.rs`: weight = headroom in thousandths of a session). 60 gRPC \
          `Converse` sessions over 6 s, each held 4–6 s; {killed} clients killed \
          (connection cut), {closed} closed with `bye`. Before the wave, one session was \
          opened straight on each cold backend and held through it (steady state: an idle \

@@ -461,7 +461,7 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
          {cancelled} cancelled (`cancelled` on the agents), 0 failed.\n\n\
          ## Weights C-core computed\n\n\
          From C-core's `weighted_round_robin_lb` trace: each ORCA report's \
-         `rps_fractional ÷ application_utilization` (the backend's headroom in sessions). \
+         `rps_fractional ÷ application_utilization` (the backend's headroom in thousandths of a session). \
          Reports C-core ignored (qps or utilisation not positive): {}. The first \
          scheduler built with every weight known (after the blackout) used {first_weights} \
          (an idle agent reports a headroom of about 2 sessions before it has measured one); \

@@ -308,7 +308,7 @@ pub(crate) fn share_table(fleet: &Fleet, new: &[u64], samples: &[Sample]) -> Str
         samples.iter().map(f).sum::<f64>() / samples.len() as f64
     };
     let mut t = String::from(
-        "| backend | new sessions | share | mean ORCA weight (sessions) | mean agent-check weight |\n\
+        "| backend | new sessions | share | mean ORCA weight (qps ÷ utilisation, thousandths of a session of headroom) | mean agent-check weight |\n\
          | --- | ---: | ---: | ---: | ---: |\n",
     );
     for (i, b) in fleet.backends.iter().enumerate() {
