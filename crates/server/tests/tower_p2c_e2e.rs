@@ -4,7 +4,7 @@
 //! (`livecount_tower::OrcaLoadSource` → `LoadFeed` → `SessionLoad`), not from the client's
 //! view of it (tonic's `Channel` reports a constant 0, which makes plain p2c random). The
 //! load is the backend's open sessions while it reports room for one more, unknown
-//! otherwise (see [`Gate`] for why not `Metric::Occupancy`).
+//! otherwise: `Metric::ActiveWithRoom` (its docs say why not `Metric::Occupancy`).
 //!
 //! 1. 60 sessions through the balancer over 6 s, each speaking a few times and holding
 //!    4–6 s; 30 % are dropped mid-response without a bye. The hot backend takes at most
@@ -161,23 +161,13 @@ impl Call {
     }
 }
 
-/// Room for one more session: a backend reporting less headroom reads as unknown.
-const MIN_HEADROOM: f64 = 1.0;
-
-/// The load the balancer reads, on top of an [`OrcaLoadSource`]: a backend's open sessions
-/// (`Metric::Active`) while its headroom leaves room for one more session, and unknown
-/// (∞, never picked over a backend with room) when it has none or drains. And when the
-/// backend drains (its ORCA stream ends OK), it leaves the balancer's discovery.
-///
-/// Why not `Metric::Occupancy` (1 − headroom ÷ effective capacity) alone: the agent's
-/// headroom is what may be sent by its next report (a rate, CPU-driven), so p2c on it
-/// splits new sessions in proportion to two estimates that may sit 2.6 and 186 apart on
-/// identical cold backends; and an idle backend reads 0 with any sliver of headroom at all,
-/// so the hot one (headroom 0.1–0.4) wins every pair for a report interval each time it
-/// goes idle (see `docs/lb/tower-p2c.md`).
-///
-/// Why discovery: p2c compares two loads, and a draining backend against a hot idle one
-/// (both unknown) is a tie it may break either way.
+/// The load the balancer reads comes from an [`OrcaLoadSource`] with
+/// `Metric::ActiveWithRoom`: a backend's open sessions while its headroom leaves room for one
+/// more session, and unknown (∞, never picked over a backend with room) when it has none or
+/// drains (the metric's docs say why not `Metric::Occupancy`). On top, this source takes a
+/// draining backend (its ORCA stream ends OK) out of the balancer's discovery: p2c compares
+/// two loads, and a draining backend against a hot idle one (both unknown) is a tie it may
+/// break either way.
 struct Gate {
     source: OrcaLoadSource,
     key: usize,
@@ -197,9 +187,6 @@ impl LoadSource for Gate {
             && let Some(drained) = self.drained.take()
         {
             let _ = drained.send(self.key);
-        }
-        if !report.draining && report.headroom < MIN_HEADROOM {
-            return Some(Ok(report.draining())); // no room: read as unknown
         }
         Some(Ok(report))
     }
@@ -332,7 +319,7 @@ async fn p2c_on_orca_fed_load_balances_sessions_and_drains() {
             drained: Some(drained_tx.clone()),
             heard: Arc::clone(&heard),
         };
-        let feed = LoadFeed::spawn(source, Metric::Active, MAX_AGE);
+        let feed = LoadFeed::spawn(source, Metric::ActiveWithRoom, MAX_AGE);
         feeds.push(feed.clone());
         let opener = tower::service_fn(move |()| open(channel.clone(), i));
         endpoints.push((i, SessionLoad::new(opener, feed)));
@@ -540,7 +527,7 @@ async fn p2c_on_orca_fed_load_balances_sessions_and_drains() {
     let body = format!(
         "A tower `p2c::Balance` over three endpoints, each a service opening a \
          `livecount.agent.v1.Agent/Converse` call on its backend's tonic channel, wrapped in \
-         `SessionLoad` whose `Load` is the backend's open sessions (`Metric::Active`) from its \
+         `SessionLoad` whose `Load` is the backend's open sessions (`Metric::ActiveWithRoom`) from its \
          ORCA out-of-band reports (`OrcaLoadSource`, asked every 0.5 s; stale after 2 s), \
          read as unknown (never picked over a backend with room) while the report's headroom \
          is below one session. b3 burns 90 % of its core in the background.\n\n\

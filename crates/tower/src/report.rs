@@ -70,7 +70,9 @@ impl BackendLoad {
 /// let report = BackendLoad::new(1, 30, 120.0);
 /// assert_eq!(Metric::Active.of(&report), 30.0);
 /// assert_eq!(Metric::Occupancy.of(&report), 0.25); // 1 − 90 / 120
+/// assert_eq!(Metric::ActiveWithRoom.of(&report), 30.0);
 /// assert_eq!(Metric::Occupancy.of(&report.draining()), f64::INFINITY);
+/// assert_eq!(Metric::ActiveWithRoom.of(&BackendLoad::new(2, 30, 30.5)), f64::INFINITY);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Metric {
@@ -80,6 +82,14 @@ pub enum Metric {
     /// capacity; infinite with no capacity): right across backends of different sizes.
     #[default]
     Occupancy,
+    /// Open sessions while the backend has room for at least one more (headroom ≥ 1),
+    /// infinite otherwise: for power-of-two-choices over backends of one size whose
+    /// headroom is an estimate per report interval (livecount's is). p2c on
+    /// [`Occupancy`](Metric::Occupancy) settles where the occupancies are equal, so two
+    /// equal backends split by their headroom *estimates* (2.6 against 186 on two idle
+    /// agents in one run), and an idle hot backend reads 0, the best, whenever it has any
+    /// headroom at all; comparing open sessions among backends with room does neither.
+    ActiveWithRoom,
 }
 
 impl Metric {
@@ -95,6 +105,8 @@ impl Metric {
                 1.0 - report.headroom / report.effective_capacity
             }
             Metric::Occupancy => f64::INFINITY,
+            Metric::ActiveWithRoom if report.headroom >= 1.0 => report.active as f64,
+            Metric::ActiveWithRoom => f64::INFINITY,
         };
         // Checked before `max`, which would turn a NaN into 0: free capacity.
         if value.is_finite() {
@@ -125,5 +137,21 @@ mod tests {
         assert_eq!(Metric::Occupancy.of(&odd), 0.0);
         let over = BackendLoad::new(1, 15, 10.0);
         assert_eq!(Metric::Occupancy.of(&over), 1.5);
+    }
+
+    #[test]
+    fn active_with_room_needs_a_whole_session_of_headroom() {
+        let room = |active, headroom: f64| BackendLoad {
+            headroom,
+            ..BackendLoad::new(1, active, active as f64 + headroom)
+        };
+        assert_eq!(Metric::ActiveWithRoom.of(&room(7, 1.0)), 7.0);
+        assert_eq!(Metric::ActiveWithRoom.of(&room(0, 250.0)), 0.0);
+        assert_eq!(Metric::ActiveWithRoom.of(&room(0, 0.99)), f64::INFINITY);
+        assert_eq!(Metric::ActiveWithRoom.of(&room(3, f64::NAN)), f64::INFINITY);
+        assert_eq!(
+            Metric::ActiveWithRoom.of(&room(3, 9.0).draining()),
+            f64::INFINITY
+        );
     }
 }
