@@ -236,7 +236,7 @@ pub fn measure(opts: &Options) -> Results {
     let cores = machine::cores();
     let plan = Plan::new(opts.mode, cores, opts.threads, opts.reader());
     let contenders = contender::all();
-    let lifecycle_runs = 2 * 4 * plan.lifecycle.len();
+    let lifecycle_runs = 2 * 4 * plan.points("lifecycle").len();
     let timed_points: usize = plan::WORKLOADS
         .iter()
         .filter(|w| !matches!(**w, "lifecycle" | "memory"))

@@ -44,6 +44,11 @@ pub enum Point {
     ReadUnderWrite(Reader),
     /// The threads workload on a bare counter or a session tracker, this many threads.
     Lifecycle(usize),
+    /// The tasks workload on a bare counter or a session tracker, this many tasks.
+    LifecycleTasks(usize),
+    /// The handoff workload (ends on another thread) on a bare counter or a session
+    /// tracker, this many producer/consumer pairs.
+    LifecycleHandoff(usize),
     /// [`workload::churn`] with this many concurrent threads.
     Churn(usize),
 }
@@ -56,7 +61,9 @@ impl Point {
             Point::Handoff(_) => "handoff",
             Point::Tasks(_) => "tasks",
             Point::ReadUnderWrite(_) => "read_under_write",
-            Point::Lifecycle(_) => "lifecycle",
+            Point::Lifecycle(_) | Point::LifecycleTasks(_) | Point::LifecycleHandoff(_) => {
+                "lifecycle"
+            }
             Point::Churn(_) => "churn",
         }
     }
@@ -66,6 +73,8 @@ impl Point {
         match self {
             Point::Threads(n) | Point::Handoff(n) | Point::Tasks(n) => n.to_string(),
             Point::Lifecycle(n) | Point::Churn(n) => n.to_string(),
+            Point::LifecycleTasks(n) => format!("{n} tasks"),
+            Point::LifecycleHandoff(n) => format!("handoff {n}"),
             Point::ReadUnderWrite(r) => r.label(),
         }
     }
@@ -74,8 +83,8 @@ impl Point {
     pub fn pairs_per_unit(self, writers: usize) -> u64 {
         match self {
             Point::Threads(n) | Point::Lifecycle(n) => n as u64,
-            Point::Handoff(n) => (n * BATCH) as u64,
-            Point::Tasks(n) => n as u64,
+            Point::Handoff(n) | Point::LifecycleHandoff(n) => (n * BATCH) as u64,
+            Point::Tasks(n) | Point::LifecycleTasks(n) => n as u64,
             Point::ReadUnderWrite(_) => (writers * BATCH) as u64,
             Point::Churn(n) => n as u64 * CHURN_PAIRS,
         }
@@ -85,8 +94,8 @@ impl Point {
     pub fn writers(self, writers: usize) -> usize {
         match self {
             Point::Threads(n) | Point::Lifecycle(n) | Point::Churn(n) => n,
-            Point::Handoff(n) => 2 * n,
-            Point::Tasks(n) => n,
+            Point::Handoff(n) | Point::LifecycleHandoff(n) => 2 * n,
+            Point::Tasks(n) | Point::LifecycleTasks(n) => n,
             Point::ReadUnderWrite(_) => writers,
         }
     }
@@ -181,6 +190,8 @@ impl Plan {
                 .lifecycle
                 .iter()
                 .map(|&t| Point::Lifecycle(t))
+                .chain(self.tasks.iter().map(|&k| Point::LifecycleTasks(k)))
+                .chain(self.handoff.iter().map(|&p| Point::LifecycleHandoff(p)))
                 .collect(),
             "churn" => self.churn.iter().map(|&t| Point::Churn(t)).collect(),
             _ => Vec::new(),
@@ -230,8 +241,10 @@ pub fn run<C: Contender>(ctx: &Ctx, point: Point, units: u64) -> Sample {
     let c = Arc::new(C::new(point.writers(ctx.writers)));
     match point {
         Point::Threads(t) | Point::Lifecycle(t) => workload::threads(&*c, t, units),
-        Point::Handoff(p) => workload::handoff(&*c, p, units * BATCH as u64),
-        Point::Tasks(k) => workload::tasks(&ctx.rt, &c, k, units),
+        Point::Handoff(p) | Point::LifecycleHandoff(p) => {
+            workload::handoff(&*c, p, units * BATCH as u64)
+        }
+        Point::Tasks(k) | Point::LifecycleTasks(k) => workload::tasks(&ctx.rt, &c, k, units),
         Point::ReadUnderWrite(r) => workload::read_under_write(&*c, ctx.writers, units, r),
         Point::Churn(t) => workload::churn(&*c, t, units, CHURN_PAIRS),
     }

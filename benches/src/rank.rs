@@ -241,7 +241,7 @@ pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
         .iter()
         .filter_map(|p| at(p, "2").map(|v| (*p, v)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
-    out.push(match (two, at(ATOMIC, "2"), peer, at(CEILING, "2")) {
+    out.push(match (two.clone(), at(ATOMIC, "2"), peer, at(CEILING, "2")) {
         (Some((name, v)), Some(a), Some((pname, p)), Some(c)) => Target {
             goal:
                 "2 threads: best livecount ≥ 8× AtomicI64, ≥ 2× best peer crate, ≥ 50% of ceiling"
@@ -303,43 +303,76 @@ pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
             met: Some(mins.iter().all(|(_, m)| *m >= 0.0)),
         }
     });
-    // 4. Lifecycle.
-    let ratios: Vec<(String, String, f64)> = contenders
+    // 4. The tracked pair against the single atomic line.
+    let best_tracked = |t: &str| {
+        contenders
+            .iter()
+            .filter(|c| c.kind == Kind::Livecount)
+            .filter_map(|c| {
+                let name = format!("{}+session", c.name);
+                let f = find(figures, "lifecycle", &name, t, PAIRS_PER_S)?;
+                Some((name, f.median))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    const TRACKED: &str = "tracked session start + end(Completed) (registry, phases, reasons): \
+                           ≤ 2× the AtomicI64 pair's cost at 1 thread, ≥ 2× its throughput at 2";
+    out.push(
+        match (
+            best_tracked("1"),
+            at(ATOMIC, "1"),
+            best_tracked("2"),
+            at(ATOMIC, "2"),
+        ) {
+            (Some((n1, v1)), Some(a1), Some((n2, v2)), Some(a2)) => Target {
+                goal: TRACKED.into(),
+                measured: format!(
+                    "1 thread: {n1} {:.1} ns vs {:.1} ns = {:.1}×; 2 threads: {n2} {}/s = {:.2}× AtomicI64",
+                    1e9 / v1,
+                    1e9 / a1,
+                    a1 / v1,
+                    si(v2),
+                    v2 / a2
+                ),
+                met: Some(a1 / v1 <= 2.0 && v2 / a2 >= 2.0),
+            },
+            _ => missing(TRACKED),
+        },
+    );
+    // 5. Close to the ceiling.
+    const CEILING_GOAL: &str = "2 threads: best livecount ≥ 80% of the ceiling";
+    out.push(match (two, at(CEILING, "2")) {
+        (Some((name, v)), Some(c)) => Target {
+            goal: CEILING_GOAL.into(),
+            measured: format!("{name}: {:.0}% of the ceiling ({}/s)", 100.0 * v / c, si(c)),
+            met: Some(v / c >= 0.8),
+        },
+        _ => missing(CEILING_GOAL),
+    });
+    // 6. Striped keeps up with Sharded past the core count.
+    const STRIPED_GOAL: &str = "Striped ≥ Sharded at every thread count";
+    let pairs: Vec<(String, f64)> = figures
         .iter()
-        .filter(|c| c.kind == Kind::Livecount)
-        .flat_map(|c| {
-            figures
-                .iter()
-                .filter(move |f| {
-                    f.workload == "lifecycle" && f.contender == c.name && f.metric == PAIRS_PER_S
-                })
-                .filter_map(move |bare| {
-                    let session = find(
-                        figures,
-                        "lifecycle",
-                        &format!("{}+session", c.name),
-                        &bare.param,
-                        PAIRS_PER_S,
-                    )?;
-                    Some((
-                        c.name.clone(),
-                        bare.param.clone(),
-                        bare.median / session.median,
-                    ))
-                })
+        .filter(|f| f.workload == "threads" && f.contender == "Sharded" && f.metric == PAIRS_PER_S)
+        .filter_map(|sharded| {
+            let striped = at("Striped", &sharded.param)?;
+            Some((sharded.param.clone(), striped / sharded.median))
         })
         .collect();
-    out.push(if ratios.is_empty() {
-        missing("lifecycle ≤ 5× bare counter")
+    out.push(if pairs.is_empty() {
+        missing(STRIPED_GOAL)
     } else {
         Target {
-            goal: "lifecycle: session start+end (guard + registry) ≤ 5× the bare counter, for every counter and thread count".into(),
-            measured: ratios
-                .iter()
-                .map(|(n, t, r)| format!("{n}@{t}t {r:.1}×"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            met: Some(ratios.iter().all(|r| r.2 <= 5.0)),
+            goal: STRIPED_GOAL.into(),
+            measured: format!(
+                "Striped ÷ Sharded: {}",
+                pairs
+                    .iter()
+                    .map(|(t, r)| format!("{r:.2}× at {t}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            met: Some(pairs.iter().all(|(_, r)| *r >= 1.0)),
         }
     });
     out
@@ -420,8 +453,12 @@ mod tests {
             figures.push(fig("read_under_write", name, "10Hz", READ_NS, 50.0));
             figures.push(fig("read_under_write", name, "10Hz", TRUE_MAX, 384.0));
         }
-        figures.push(fig("lifecycle", "Fast", "1", PAIRS_PER_S, 300.0));
-        figures.push(fig("lifecycle", "Fast+session", "1", PAIRS_PER_S, 100.0));
+        for t in ["1", "2"] {
+            figures.push(fig("lifecycle", "Fast", t, PAIRS_PER_S, 300.0));
+            figures.push(fig("lifecycle", "Fast+session", t, PAIRS_PER_S, 100.0));
+        }
+        figures.push(fig("threads", "Sharded", "1", PAIRS_PER_S, 60.0));
+        figures.push(fig("threads", "Striped", "1", PAIRS_PER_S, 61.0));
         (contenders, figures)
     }
 
@@ -480,16 +517,29 @@ mod tests {
         // 30/350 = 0.09 ≤ 0.6.
         assert_eq!(t[1].met, Some(true), "{:?}", t[1]);
         assert_eq!(t[2].met, Some(true), "{:?}", t[2]);
-        // 300/100 = 3× ≤ 5×.
+        // Tracked 100/s against AtomicI64's 30/s: 0.3× its cost, 3.3× its throughput at 2.
         assert_eq!(t[3].met, Some(true), "{:?}", t[3]);
+        // Big 350 of the ceiling's 400: 87.5 %.
+        assert_eq!(t[4].met, Some(true), "{:?}", t[4]);
+        assert_eq!(t[5].met, Some(true), "{:?}", t[5]);
+        assert!(t[5].measured.contains("1.02× at 1"), "{}", t[5].measured);
         let mut worse = figures.clone();
-        worse.retain(|f| f.contender != "Fast+session");
+        worse.retain(|f| f.contender != "Fast+session" && f.contender != "Striped");
         worse.push(fig("lifecycle", "Fast+session", "1", PAIRS_PER_S, 10.0));
+        worse.push(fig("lifecycle", "Fast+session", "2", PAIRS_PER_S, 100.0));
+        worse.push(fig("threads", "Striped", "1", PAIRS_PER_S, 30.0));
         worse.retain(|f| !(f.contender == "Fast" && f.metric == MIN_READ));
         worse.push(fig("read_under_write", "Fast", "10Hz", MIN_READ, -1.0));
+        worse.retain(|f| f.contender != "Big");
         let t = targets(&worse, &contenders);
-        assert_eq!((t[2].met, t[3].met), (Some(false), Some(false)));
-        assert!(t[3].measured.contains("Fast@1t 30.0×"), "{}", t[3].measured);
+        assert_eq!(
+            (t[2].met, t[3].met, t[4].met, t[5].met),
+            (Some(false), Some(false), Some(false), Some(false))
+        );
+        // 1e9/10 = 100 ns against 1e9/30 = 33.3 ns: 3.0× the cost.
+        assert!(t[3].measured.contains("= 3.0×"), "{}", t[3].measured);
+        // Fast 300 of 400: 75 %.
+        assert!(t[4].measured.contains("75%"), "{}", t[4].measured);
         assert_eq!(targets(&[], &contenders)[0].met, None);
     }
 }

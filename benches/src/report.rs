@@ -140,7 +140,7 @@ pub fn markdown(r: &Results) -> String {
         table(&r.ranking, p.threads),
         r.recommendation
     );
-    let _ = writeln!(s, "## Targets (issue 4)\n\n{}", targets(r));
+    let _ = writeln!(s, "## Targets\n\n{}", targets(r));
     let _ = writeln!(
         s,
         "## Plots\n\n![throughput vs threads](throughput.svg)\n\n![reader min/max](reader.svg)\n"
