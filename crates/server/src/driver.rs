@@ -245,12 +245,21 @@ async fn client(config: &DriveConfig, i: u64, tally: &Tally) {
 
 /// `GET /load` on `addr` with a bare HTTP/1.0 request (no client library needed).
 pub async fn fetch_load(addr: &str) -> Option<serde_json::Value> {
+    let (_, body) = http_get(addr, "/load").await?;
+    serde_json::from_str(&body).ok()
+}
+
+/// `GET path` on `addr` with a bare HTTP/1.0 request: the status and the body, or `None`
+/// if the server did not connect, answer or finish within 2 s each.
+pub async fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     let mut conn = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr))
         .await
         .ok()?
         .ok()?;
-    conn.write_all(b"GET /load HTTP/1.0\r\nHost: x\r\n\r\n")
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    tokio::time::timeout(Duration::from_secs(2), conn.write_all(request.as_bytes()))
         .await
+        .ok()?
         .ok()?;
     let mut buf = Vec::new();
     tokio::time::timeout(Duration::from_secs(2), conn.read_to_end(&mut buf))
@@ -258,7 +267,9 @@ pub async fn fetch_load(addr: &str) -> Option<serde_json::Value> {
         .ok()?
         .ok()?;
     let text = String::from_utf8_lossy(&buf);
-    serde_json::from_str(text.split("\r\n\r\n").nth(1)?).ok()
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_owned()))
 }
 
 async fn observe(backends: Vec<String>) {

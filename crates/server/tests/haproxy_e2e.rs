@@ -21,17 +21,7 @@ use common::lb::{
 use livecount_server::driver::{DriveConfig, drive};
 
 fn haproxy() -> PathBuf {
-    ["haproxy", "/usr/sbin/haproxy"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| {
-            Command::new(p)
-                .arg("-v")
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-        .expect("haproxy not found: run scripts/lb_tools.sh (scripts/test.sh does)")
+    common::lb::tool(&["haproxy", "/usr/sbin/haproxy"], "-v")
 }
 
 /// Sessions through HAProxy's frontend.
@@ -125,15 +115,7 @@ async fn sessions_shift_away_from_a_hot_backend_and_counts_return_to_zero() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let on_b1 = fleet.loads().await[0].active;
     assert!(on_b1 > 0, "b1 holds some of the sessions");
-    let (status, last) = fleet.sigterm(0).await;
-    eprintln!("b1 after SIGTERM with {on_b1} sessions open: {last}");
-    assert!(status.success(), "{status:?}");
-    assert!(last.contains("active 0"), "{last}");
-    let expected = format!("\"shutdown\": {on_b1}");
-    assert!(
-        last.contains(&expected),
-        "b1's open sessions end Shutdown: {last}"
-    );
+    fleet.sigterm_drained(0, on_b1).await;
     let summary = held.await.unwrap();
     assert_eq!(summary.opened, 12, "{summary:?}");
     // b1's clients see the server's close when they next speak (or at their own bye).

@@ -17,9 +17,6 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
 mod common;
 
 use common::Procs;
@@ -35,18 +32,7 @@ const HOLD: Duration = Duration::from_secs(10);
 
 /// The Prometheus binary: `prometheus` on PATH, else Debian's /usr/bin/prometheus.
 fn prometheus() -> PathBuf {
-    ["prometheus", "/usr/bin/prometheus"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| {
-            Command::new(p)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-        .expect("prometheus not found (neither on PATH nor /usr/bin/prometheus): run scripts/lb_tools.sh")
+    common::lb::tool(&["prometheus", "/usr/bin/prometheus"], "--version")
 }
 
 /// Percent-encodes a query parameter (everything but RFC 3986's unreserved characters).
@@ -62,24 +48,9 @@ fn encode(s: &str) -> String {
     out
 }
 
-/// `GET path` on `addr` with a bare HTTP/1.0 request; the status and body, or `None` if
-/// the server did not answer within 2 s.
+/// `GET path` on `addr`: the status and body, or `None` if the server did not answer.
 async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut conn = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr))
-        .await
-        .ok()?
-        .ok()?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    conn.write_all(request.as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(2), conn.read_to_end(&mut buf))
-        .await
-        .ok()?
-        .ok()?;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    Some((status, body.to_owned()))
+    livecount_server::driver::http_get(addr, path).await
 }
 
 /// One series of an instant query's result: its distinguishing label and its value.

@@ -16,6 +16,25 @@ use livecount_server::driver::fetch_load;
 
 use super::Procs;
 
+/// The first of `candidates` (names on PATH or paths) that runs `version_arg`
+/// successfully; panics naming the tool and `scripts/lb_tools.sh` (which installs it).
+pub(crate) fn tool(candidates: &[&str], version_arg: &str) -> PathBuf {
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| {
+            Command::new(p)
+                .arg(version_arg)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .unwrap_or_else(|| {
+            panic!("none of {candidates:?} runs: install it with scripts/lb_tools.sh (scripts/test.sh does)")
+        })
+}
+
 /// A free loopback port (bound and released: the agent binds it a moment later).
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -143,6 +162,22 @@ impl Fleet {
             out.push(last);
         }
         out
+    }
+
+    /// Sends SIGTERM to backend `i` while it holds `held` sessions and checks it drained:
+    /// it exits 0 and the last line of its log says `active 0` with those `held` ended
+    /// `shutdown`. Returns that line.
+    pub(crate) async fn sigterm_drained(&mut self, i: usize, held: u64) -> String {
+        let (status, last) = self.sigterm(i).await;
+        let name = &self.backends[i].name;
+        eprintln!("{name} after SIGTERM with {held} sessions open: {status}; {last}");
+        assert!(status.success(), "{name} exits 0: {status}");
+        assert!(last.contains("active 0"), "{name}'s last log line: {last}");
+        assert!(
+            last.contains(&format!("\"shutdown\": {held}")),
+            "{name}'s open sessions end Shutdown: {last}"
+        );
+        last
     }
 
     /// Sends SIGTERM to backend `i` and waits (up to 10 s) for it to exit; returns its
