@@ -72,7 +72,7 @@ fn quick_run_writes_every_contender_and_workload() {
         results.figures.iter().all(|f| f.samples.len() >= 3),
         "every point is repeated 3 times"
     );
-    assert_eq!(results.targets.len(), 4);
+    assert_eq!(results.targets.len(), 6);
     let report = std::fs::read_to_string(dir.join("REPORT.md")).unwrap();
     for line in [
         "Machine: ",

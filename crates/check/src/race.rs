@@ -25,6 +25,7 @@
 //! the upper bounds hold whatever orderings the counter uses internally.
 
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::mpsc::{Receiver, SendError, Sender};
 use std::sync::{Arc, Barrier};
@@ -73,12 +74,13 @@ pub(crate) struct Job<C: Counter> {
     next: Sender<Live<C>>,
 }
 
-/// A phase session in flight.
+/// A phase session in flight. Its tokens are forgotten, not dropped, if a failed race
+/// abandons it (see `worker::Session`).
 #[derive(Debug)]
 pub(crate) struct Live<C: Counter> {
     id: usize,
-    token: C::Token,
-    oracle: Token<Reference>,
+    token: ManuallyDrop<C::Token>,
+    oracle: ManuallyDrop<Token<Reference>>,
 }
 
 /// What one worker did in a phase.
@@ -158,7 +160,11 @@ impl Phase {
         // Release: pairs with the Acquire in `before`; a reader that sees `id + 1` knows this
         // increment happened before its read began (RMWs continue each other's release sequence).
         let id = self.starts_done.fetch_add(1, Ordering::Release);
-        Live { id, token, oracle }
+        Live {
+            id,
+            token: ManuallyDrop::new(token),
+            oracle: ManuallyDrop::new(oracle),
+        }
     }
 
     fn end<C: Counter>(&self, counter: &C, oracle: &Reference, live: Live<C>) {
@@ -168,8 +174,8 @@ impl Phase {
         // Relaxed + Release fence: as in `start`, for the upper bound on `ended`.
         self.ends_begun.fetch_add(1, Ordering::Relaxed);
         fence(Ordering::Release);
-        counter.decrement(live.token);
-        oracle.decrement(live.oracle);
+        counter.decrement(ManuallyDrop::into_inner(live.token));
+        oracle.decrement(ManuallyDrop::into_inner(live.oracle));
         // Release: pairs with the Acquire in `before`; ends counted there happened before the read.
         self.ends_done.fetch_add(1, Ordering::Release);
     }

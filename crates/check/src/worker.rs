@@ -1,6 +1,7 @@
 //! The worker thread behind each virtual thread: it runs one command at a time for the driver.
 
 use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
@@ -10,10 +11,14 @@ use livecount::{Counter, Reference, Token, Totals};
 use crate::race;
 
 /// One open session: the counter's token, the oracle's token, and where it started.
+///
+/// A session a failed program abandons (the check stops at the first failure) is dropped
+/// without being ended: its tokens are forgotten, not dropped, so livecount's debug-build
+/// check for a dropped token does not fire on a program that has already failed.
 #[derive(Debug)]
 pub(crate) struct Session<C: Counter> {
-    pub(crate) token: C::Token,
-    pub(crate) oracle: Token<Reference>,
+    pub(crate) token: ManuallyDrop<C::Token>,
+    pub(crate) oracle: ManuallyDrop<Token<Reference>>,
     /// The virtual thread that started it.
     pub(crate) started_on: usize,
 }
@@ -21,15 +26,15 @@ pub(crate) struct Session<C: Counter> {
 impl<C: Counter> Session<C> {
     fn start(counter: &C, oracle: &Reference, thread: usize) -> Self {
         Session {
-            token: counter.increment(),
-            oracle: oracle.increment(),
+            token: ManuallyDrop::new(counter.increment()),
+            oracle: ManuallyDrop::new(oracle.increment()),
             started_on: thread,
         }
     }
 
     fn end(self, counter: &C, oracle: &Reference) {
-        counter.decrement(self.token);
-        oracle.decrement(self.oracle);
+        counter.decrement(ManuallyDrop::into_inner(self.token));
+        oracle.decrement(ManuallyDrop::into_inner(self.oracle));
     }
 }
 

@@ -16,6 +16,16 @@ use std::marker::PhantomData;
 /// * [`decrement`](Counter::decrement) consumes the token and counts the session as ended.
 ///   Pass a token only to the counter that issued it. Dropping a token without decrementing
 ///   leaves the session counted forever (a *ghost*), which is why tokens are `#[must_use]`.
+///
+///   **Misuse in debug builds** (`debug_assertions`) panics at the misuse: a token passed to
+///   another counter than the one that issued it (even one of the same type), and a token
+///   dropped without `decrement`. A token that is `mem::forget`-ten cannot be seen; it is a
+///   ghost like a dropped one (the session tracker's reaper is the remedy for sessions).
+///   **In release builds** tokens are zero-sized and nothing is checked: a token ended on
+///   the wrong counter counts an end there and none here, so both are wrong from then on —
+///   this one keeps a ghost, and the wrong one is a session short (the pair counters'
+///   reads saturate at 0; `Single`, one word, wraps around) — and a dropped token is a
+///   ghost. Debug builds exist to catch both before they ship.
 /// * [`load`](Counter::load) returns the number of active sessions. When no update runs
 ///   concurrently it is exact: the number of tokens issued and not yet consumed. Under
 ///   concurrent updates each implementation documents its guarantee; every implementation in
@@ -93,12 +103,16 @@ pub trait Counter: Send + Sync + fmt::Debug {
 
 /// Proof that one session of a `C` counter is open; consumed by [`Counter::decrement`].
 ///
-/// Zero-sized: it costs nothing to carry, store in a session guard or send to another thread.
+/// Zero-sized in release builds: it costs nothing to carry, store in a session guard or send
+/// to another thread. In debug builds it carries the identity of the counter that issued it,
+/// and ending it on another counter, or dropping it unended, panics (see [`Counter`]).
 ///
 /// ```
 /// use livecount::{Counter, Token, PerThread};
 ///
-/// assert_eq!(std::mem::size_of::<Token<PerThread>>(), 0);
+/// if !cfg!(debug_assertions) {
+///     assert_eq!(std::mem::size_of::<Token<PerThread>>(), 0);
+/// }
 /// let sessions = PerThread::new();
 /// let token = sessions.increment();
 /// // End it on another thread: tokens are `Send`.
@@ -112,14 +126,55 @@ pub struct Token<C: ?Sized> {
     // `fn() -> C`: zero-sized, `Send` and `Sync` whatever `C` is, and carries the counter type
     // so a token of one implementation cannot be passed to another.
     _counter: PhantomData<fn() -> C>,
+    /// The issuing counter, checked by `redeem` (debug builds only).
+    #[cfg(debug_assertions)]
+    issuer: Issuer,
 }
 
 impl<C: ?Sized> Token<C> {
-    /// Mints a token; only counters inside this crate do, as the result of an increment.
+    /// Mints a token for a session of the counter `issuer` identifies; only counters inside
+    /// this crate do, as the result of an increment.
     #[inline]
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(issuer: &Issuer) -> Self {
+        let _ = issuer;
         Token {
             _counter: PhantomData,
+            #[cfg(debug_assertions)]
+            issuer: *issuer,
+        }
+    }
+
+    /// Consumes the token at `decrement` on the counter `by` identifies; in debug builds,
+    /// panics if another counter issued it.
+    #[inline]
+    pub(crate) fn redeem(self, by: &Issuer) {
+        let _ = by;
+        #[cfg(debug_assertions)]
+        {
+            let issuer = self.issuer;
+            // Consumed: the drop check below must not fire, panic or not.
+            std::mem::forget(self);
+            assert!(
+                issuer == *by,
+                "livecount: a token was passed to `decrement` on another counter than the \
+                 one that issued it (counter #{} issued it, counter #{} got it)",
+                issuer.0,
+                by.0
+            );
+        }
+    }
+}
+
+#[cfg(debug_assertions)]
+impl<C: ?Sized> Drop for Token<C> {
+    fn drop(&mut self) {
+        // Not while unwinding: a second panic would abort, and the first one says more.
+        if !std::thread::panicking() {
+            panic!(
+                "livecount: a token of counter #{} was dropped without `decrement`: its \
+                 session stays counted forever (a ghost)",
+                self.issuer.0
+            );
         }
     }
 }
@@ -127,6 +182,25 @@ impl<C: ?Sized> Token<C> {
 impl<C: ?Sized> fmt::Debug for Token<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Token")
+    }
+}
+
+/// A counter's identity, carried by its tokens in debug builds (zero-sized in release).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Issuer(#[cfg(debug_assertions)] u64);
+
+impl Issuer {
+    /// A fresh identity: unique in the process (debug builds), nothing (release).
+    pub(crate) fn new() -> Self {
+        #[cfg(debug_assertions)]
+        {
+            // `std`, not the model checkers' atomics: an identity is not part of any
+            // protocol under test, only unique. Relaxed: uniqueness needs only atomicity.
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            Issuer(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        }
+        #[cfg(not(debug_assertions))]
+        Issuer()
     }
 }
 

@@ -3,6 +3,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::cell_table::CellTable;
+use crate::counter::Issuer;
 use crate::pair::{self, Half, Pair};
 use crate::{Counter, Token, Totals, thread_id};
 
@@ -50,6 +51,8 @@ pub struct PerThread {
     cells: CellTable,
     /// Updates from threads that no longer have an index (thread-local teardown).
     overflow: CachePadded<Pair>,
+    /// This counter's identity, carried by its tokens (debug builds).
+    issuer: Issuer,
 }
 
 impl PerThread {
@@ -63,6 +66,7 @@ impl PerThread {
         PerThread {
             cells: CellTable::new(),
             overflow: CachePadded::new(Pair::new()),
+            issuer: Issuer::new(),
         }
     }
 
@@ -95,11 +99,12 @@ impl Counter for PerThread {
     #[inline]
     fn increment(&self) -> Token<PerThread> {
         self.bump(Half::Started);
-        Token::new()
+        Token::new(&self.issuer)
     }
 
     #[inline]
-    fn decrement(&self, _token: Token<PerThread>) {
+    fn decrement(&self, token: Token<PerThread>) {
+        token.redeem(&self.issuer);
         self.bump(Half::Ended);
     }
 

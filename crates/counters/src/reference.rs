@@ -1,5 +1,6 @@
 //! [`Reference`]: a mutex around two integers, obviously correct, for cross-checking.
 
+use crate::counter::Issuer;
 use crate::sync::{self, Mutex};
 use crate::{Counter, Token, Totals};
 
@@ -28,6 +29,8 @@ use crate::{Counter, Token, Totals};
 #[derive(Debug)]
 pub struct Reference {
     totals: Mutex<Totals>,
+    /// This counter's identity, carried by its tokens (debug builds).
+    issuer: Issuer,
 }
 
 impl Reference {
@@ -40,6 +43,7 @@ impl Reference {
     pub fn new() -> Self {
         Reference {
             totals: Mutex::new(Totals::default()),
+            issuer: Issuer::new(),
         }
     }
 }
@@ -55,10 +59,11 @@ impl Counter for Reference {
 
     fn increment(&self) -> Token<Reference> {
         sync::lock(&self.totals).started += 1;
-        Token::new()
+        Token::new(&self.issuer)
     }
 
-    fn decrement(&self, _token: Token<Reference>) {
+    fn decrement(&self, token: Token<Reference>) {
+        token.redeem(&self.issuer);
         let mut totals = sync::lock(&self.totals);
         assert!(
             totals.ended < totals.started,

@@ -2,6 +2,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use crate::counter::Issuer;
 use crate::pair::{self, Half, Pair};
 use crate::{Counter, Token, Totals, thread_id};
 
@@ -39,6 +40,7 @@ pub struct Sharded {
     shards: Box<[CachePadded<Pair>]>,
     /// `shards.len() - 1`; the length is a power of two.
     mask: usize,
+    issuer: Issuer,
 }
 
 impl Sharded {
@@ -65,6 +67,7 @@ impl Sharded {
         Sharded {
             shards: (0..len).map(|_| CachePadded::new(Pair::new())).collect(),
             mask: len - 1,
+            issuer: Issuer::new(),
         }
     }
 
@@ -99,11 +102,12 @@ impl Counter for Sharded {
     #[inline]
     fn increment(&self) -> Token<Sharded> {
         self.bump(Half::Started);
-        Token::new()
+        Token::new(&self.issuer)
     }
 
     #[inline]
-    fn decrement(&self, _token: Token<Sharded>) {
+    fn decrement(&self, token: Token<Sharded>) {
+        token.redeem(&self.issuer);
         self.bump(Half::Ended);
     }
 

@@ -2,6 +2,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use crate::counter::Issuer;
 use crate::sync::{AtomicU64, Ordering};
 use crate::{Counter, Token, Totals};
 
@@ -48,6 +49,8 @@ use crate::{Counter, Token, Totals};
 #[derive(Debug)]
 pub struct Single {
     active: CachePadded<AtomicU64>,
+    /// This counter's identity, carried by its tokens (debug builds).
+    issuer: Issuer,
 }
 
 impl Single {
@@ -60,6 +63,7 @@ impl Single {
     pub fn new() -> Self {
         Single {
             active: CachePadded::new(AtomicU64::new(0)),
+            issuer: Issuer::new(),
         }
     }
 }
@@ -77,11 +81,12 @@ impl Counter for Single {
     fn increment(&self) -> Token<Single> {
         // Relaxed: one location's modification order is total; nothing else is published.
         self.active.fetch_add(1, Ordering::Relaxed);
-        Token::new()
+        Token::new(&self.issuer)
     }
 
     #[inline]
-    fn decrement(&self, _token: Token<Single>) {
+    fn decrement(&self, token: Token<Single>) {
+        token.redeem(&self.issuer);
         // Release: pairs with the Acquire in `load`, so a reader that sees a session gone also
         // sees what its owner did before ending it. The matching increment is earlier in the
         // modification order (it happened-before via the token), so this never underflows.

@@ -5,6 +5,7 @@ use std::cell::Cell;
 use crossbeam_utils::CachePadded;
 
 use crate::cell_table::CellTable;
+use crate::counter::Issuer;
 use crate::pair::{self, Half, Pair};
 use crate::sync::{AtomicUsize, Ordering};
 use crate::{Counter, Token, Totals, thread_id};
@@ -66,6 +67,8 @@ pub struct Striped {
     stripes: AtomicUsize,
     cap: usize,
     cells: CellTable,
+    /// This counter's identity, carried by its tokens (debug builds).
+    issuer: Issuer,
 }
 
 impl Striped {
@@ -95,6 +98,7 @@ impl Striped {
             stripes: AtomicUsize::new(0),
             cap: max.max(2).next_power_of_two(),
             cells: CellTable::new(),
+            issuer: Issuer::new(),
         }
     }
 
@@ -205,11 +209,12 @@ impl Counter for Striped {
     #[inline]
     fn increment(&self) -> Token<Striped> {
         self.bump(Half::Started);
-        Token::new()
+        Token::new(&self.issuer)
     }
 
     #[inline]
-    fn decrement(&self, _token: Token<Striped>) {
+    fn decrement(&self, token: Token<Striped>) {
+        token.redeem(&self.issuer);
         self.bump(Half::Ended);
     }
 
