@@ -67,5 +67,7 @@ for crate in "${crates[@]}"; do
     esac
 done
 
-python3 scripts/mutants_report.py target/mutants results/mutants/REPORT.md
+commit=$(git rev-parse --short HEAD)
+git diff --quiet HEAD -- crates || commit="$commit + uncommitted changes"
+MUTANTS_COMMIT=$commit python3 scripts/mutants_report.py target/mutants results/mutants/REPORT.md
 echo "mutants.sh: wrote results/mutants/REPORT.md"

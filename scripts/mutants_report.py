@@ -10,6 +10,7 @@ timeouts are listed apart.
 """
 
 import json
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -54,6 +55,9 @@ def main(root, out):
         "Kill rate = caught ÷ (caught + missed); unviable mutants do not build and count in",
         "neither. Each crate's mutants were tested with its own tests and the packages",
         "`scripts/mutants.sh` lists for it.",
+        "",
+        f"Source tree: commit `{os.environ.get('MUTANTS_COMMIT', 'unknown')}`. Crates not"
+        " listed below have not been run yet.",
         "",
         "| crate | mutants | caught | missed | unviable | timeout | kill rate |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
