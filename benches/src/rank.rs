@@ -216,27 +216,31 @@ pub struct Target {
     pub met: Option<bool>,
 }
 
+/// The fastest livecount counter at `workload` / `param`, named with `suffix` (`""` for the
+/// bare counter, `"+session"` for it behind a session tracker), and its pairs/s.
 fn best_live(
     figures: &[Figure],
     contenders: &[Info],
     workload: &str,
     param: &str,
+    suffix: &str,
 ) -> Option<(String, f64)> {
     contenders
         .iter()
         .filter(|c| c.kind == Kind::Livecount)
         .filter_map(|c| {
-            find(figures, workload, &c.name, param, PAIRS_PER_S).map(|f| (c.name.clone(), f.median))
+            let name = format!("{}{suffix}", c.name);
+            find(figures, workload, &name, param, PAIRS_PER_S).map(|f| (name, f.median))
         })
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
-/// Evaluates the issue's four targets on `figures`.
+/// Evaluates the targets on `figures`.
 pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
     let at = |name: &str, t: &str| find(figures, "threads", name, t, PAIRS_PER_S).map(|f| f.median);
     let mut out = Vec::new();
     // 1. Two threads.
-    let two = best_live(figures, contenders, "threads", "2");
+    let two = best_live(figures, contenders, "threads", "2", "");
     let peer = PEER_CRATES
         .iter()
         .filter_map(|p| at(p, "2").map(|v| (*p, v)))
@@ -260,7 +264,7 @@ pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
     // 2. One thread: cost ratio.
     out.push(
         match (
-            best_live(figures, contenders, "threads", "1"),
+            best_live(figures, contenders, "threads", "1", ""),
             at(ATOMIC, "1"),
         ) {
             (Some((name, v)), Some(a)) => Target {
@@ -304,17 +308,7 @@ pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
         }
     });
     // 4. The tracked pair against the single atomic line.
-    let best_tracked = |t: &str| {
-        contenders
-            .iter()
-            .filter(|c| c.kind == Kind::Livecount)
-            .filter_map(|c| {
-                let name = format!("{}+session", c.name);
-                let f = find(figures, "lifecycle", &name, t, PAIRS_PER_S)?;
-                Some((name, f.median))
-            })
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-    };
+    let best_tracked = |t: &str| best_live(figures, contenders, "lifecycle", t, "+session");
     const TRACKED: &str = "tracked session start + end(Completed) (registry, phases, reasons): \
                            ≤ 2× the AtomicI64 pair's cost at 1 thread, ≥ 2× its throughput at 2";
     out.push(

@@ -22,7 +22,6 @@ mod common;
 
 use common::lb::*;
 use futures_util::stream;
-use livecount_report::LoadReport;
 use livecount_server::generated::livecount::agent::v1 as pb;
 use pb::agent_client::AgentClient;
 use pb::client_frame::Frame as Client;
@@ -480,16 +479,6 @@ async fn wave(front: SocketAddr, plans: Vec<Plan>, gap: Duration, shared: usize)
         .await
         .expect("every client ends within 30 s");
     tally
-}
-
-/// Sessions ended for `reason` between two reads, summed over backends.
-fn ended_by(before: &[LoadReport], after: &[LoadReport], reason: &str) -> u64 {
-    let count = |r: &LoadReport| r.ended_by_reason.get(reason).copied().unwrap_or(0);
-    before
-        .iter()
-        .zip(after)
-        .map(|(b, a)| count(a) - count(b))
-        .sum()
 }
 
 /// The mean of Envoy's sampled host weights, per backend.

@@ -16,7 +16,7 @@ use std::time::Duration;
 mod common;
 
 use common::lb::{
-    Fleet, Timeline, assert_shares, free_port, new_sessions, share_table, write_report,
+    Fleet, Timeline, assert_shares, ended_by, free_port, new_sessions, share_table, write_report,
 };
 use livecount_server::driver::{DriveConfig, drive};
 
@@ -79,18 +79,7 @@ async fn sessions_shift_away_from_a_hot_backend_and_counts_return_to_zero() {
     // Every backend settles at exactly 0, and the totals match what the clients did.
     let after = fleet.settled(&[0, 1, 2]).await;
     let new = new_sessions(&before, &after);
-    let sum = |reason: &str| -> u64 {
-        after
-            .iter()
-            .zip(&before)
-            .map(|(a, b)| {
-                let n = |r: &livecount_report::LoadReport| {
-                    r.ended_by_reason.get(reason).copied().unwrap_or(0)
-                };
-                n(a) - n(b)
-            })
-            .sum()
-    };
+    let sum = |reason: &str| ended_by(&before, &after, reason);
     assert_eq!(new.iter().sum::<u64>(), summary.opened);
     assert_eq!(
         sum("disconnected"),

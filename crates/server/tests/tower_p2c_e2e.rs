@@ -26,10 +26,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::lb::{
-    Fleet, Timeline, assert_shares, load_of, new_sessions, share_table, write_report,
+    Fleet, Timeline, assert_shares, ended_by, load_of, new_sessions, share_table, write_report,
 };
 use futures_util::stream;
-use livecount_report::LoadReport;
 use livecount_server::generated::livecount::agent::v1 as pb;
 use livecount_tower::{BackendLoad, LoadFeed, LoadSource, Metric, OrcaLoadSource, SessionLoad};
 use pb::agent_client::AgentClient;
@@ -200,10 +199,6 @@ fn plan(i: u64) -> Plan {
         hold: Duration::from_secs_f64(4.0 + 2.0 * spread),
         drop: (i * 7) % 10 < 3,
     }
-}
-
-fn reason(r: &LoadReport, name: &str) -> u64 {
-    r.ended_by_reason.get(name).copied().unwrap_or(0)
 }
 
 /// The balancer's view: each backend's `Load` as the p2c read it, sampled every 100 ms.
@@ -378,7 +373,7 @@ async fn p2c_on_orca_fed_load_balances_sessions_and_drains() {
     let closed: Vec<u64> = (0..n)
         .map(|b| count(&outcomes, b, &Outcome::Closed))
         .collect();
-    let diff = |i: usize, r: &str| reason(&after[i], r) - reason(&before[i], r);
+    let diff = |i: usize, r: &str| ended_by(&before[i..=i], &after[i..=i], r);
     let cancelled: Vec<u64> = (0..n).map(|i| diff(i, "cancelled")).collect();
     let completed: Vec<u64> = (0..n).map(|i| diff(i, "completed")).collect();
     let ended: Vec<u64> = (0..n).map(|i| after[i].ended - before[i].ended).collect();

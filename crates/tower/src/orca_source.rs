@@ -14,6 +14,7 @@ use tonic::transport::Endpoint;
 
 use crate::report::BackendLoad;
 use crate::source::LoadSource;
+use crate::source::invalid;
 
 /// The first wait before reconnecting after a failed or ended stream.
 const DEFAULT_BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -271,10 +272,6 @@ impl fmt::Debug for OrcaLoadSource {
             .field("last", &self.last)
             .finish()
     }
-}
-
-fn invalid(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
 fn timed_out(what: &str) -> io::Error {

@@ -155,7 +155,8 @@ impl fmt::Debug for HttpLoadSource {
     }
 }
 
-fn invalid(what: &str) -> io::Error {
+/// An `InvalidData` error saying `what` (a report that is not one).
+pub(crate) fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 

@@ -267,24 +267,21 @@ impl Timeline {
                         }
                     }
                 }
-                let pick = |f: &dyn Fn(&LoadReport) -> f64| -> Vec<f64> {
-                    last.iter().map(|r| r.as_ref().map_or(0.0, f)).collect()
-                };
+                // A backend not heard from yet reads as the empty report: all zero.
+                fn pick<T: Default>(
+                    last: &[Option<LoadReport>],
+                    f: impl Fn(&LoadReport) -> T,
+                ) -> Vec<T> {
+                    last.iter()
+                        .map(|r| r.as_ref().map_or_else(T::default, &f))
+                        .collect()
+                }
                 let sample = Sample {
                     t: start.elapsed().as_secs_f64(),
-                    active: pick(&|r| r.active as f64)
-                        .iter()
-                        .map(|&x| x as u64)
-                        .collect(),
-                    started: pick(&|r| r.started as f64)
-                        .iter()
-                        .map(|&x| x as u64)
-                        .collect(),
-                    orca_weight: pick(&livecount_report::orca::wrr_weight),
-                    agent_check: pick(&|r| f64::from(r.weight_percent))
-                        .iter()
-                        .map(|&x| x as u32)
-                        .collect(),
+                    active: pick(&last, |r| r.active),
+                    started: pick(&last, |r| r.started),
+                    orca_weight: pick(&last, livecount_report::orca::wrr_weight),
+                    agent_check: pick(&last, |r| r.weight_percent),
                 };
                 out.lock().unwrap().push(sample);
             }
@@ -306,6 +303,16 @@ pub(crate) fn new_sessions(before: &[LoadReport], after: &[LoadReport]) -> Vec<u
         .zip(after)
         .map(|(b, a)| a.started - b.started)
         .collect()
+}
+
+/// Sessions ended for `reason` between two reads, summed over the backends read.
+pub(crate) fn ended_by(before: &[LoadReport], after: &[LoadReport], reason: &str) -> u64 {
+    let count = |r: &LoadReport| r.ended_by_reason.get(reason).copied().unwrap_or(0);
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| count(a) - count(b))
+        .sum()
 }
 
 /// The assertions every balancer must meet on new sessions placed after the first report:
