@@ -38,6 +38,14 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5_000_000);
     let tracker: SessionTracker<PerThread> = SessionTracker::default();
+    if std::env::args().nth(2).as_deref() == Some("tracked") {
+        // For `perf record`: the tracked pair alone, on one thread.
+        let t = per_pair(1, pairs, || {
+            black_box(tracker.start()).end(EndReason::Completed);
+        });
+        println!("1 thread: tracked {t:.1} ns per pair");
+        return;
+    }
     let bare = PerThread::new();
     for threads in [1, 2] {
         let t = per_pair(threads, pairs, || {
@@ -47,9 +55,16 @@ fn main() {
             let token = black_box(bare.increment());
             bare.decrement(token);
         });
+        let single = std::sync::atomic::AtomicI64::new(0);
+        let a = per_pair(threads, pairs, || {
+            black_box(&single).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            black_box(&single).fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        });
         println!(
-            "{threads} thread(s): tracked {t:.1} ns per pair per thread, bare PerThread {b:.2} ns ({:.0}×)",
-            t / b
+            "{threads} thread(s): tracked {t:.1} ns per pair per thread, bare PerThread {b:.2} ns \
+             ({:.0}×), AtomicI64 {a:.1} ns (tracked = {:.2}× AtomicI64)",
+            t / b,
+            t / a
         );
     }
     assert_eq!(tracker.active(), 0);

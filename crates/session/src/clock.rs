@@ -19,48 +19,68 @@
 
 use std::time::{Duration, Instant};
 
-/// A per-tracker coarse monotonic clock; see the module docs.
+/// A per-tracker coarse monotonic clock; see the module docs. Readings are nanoseconds since
+/// a base instant, so a session stores a `u64` and the hot path does no `Instant` arithmetic.
 #[derive(Debug)]
 pub(crate) struct CoarseClock {
+    /// Reading 0; one tick before the construction instant when the coarse clock is used.
+    base: Instant,
+    /// The coarse clock's reading at `base + 1 tick` (at construction), when it is used.
     #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
-    coarse: Option<Anchor>,
-}
-
-/// `Instant::now()` and the coarse clock read right after it, minus one tick.
-#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
-#[derive(Debug)]
-struct Anchor {
-    instant: Instant,
-    /// Coarse nanoseconds at the anchor, plus one tick: readings are shifted back by a tick.
-    nanos: u64,
+    coarse_at_base: Option<u64>,
 }
 
 impl CoarseClock {
     pub(crate) fn new() -> Self {
+        #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+        if let Some(tick) = linux::resolution() {
+            let instant = Instant::now();
+            // Shifted back by a tick: a coarse reading lags the true time by up to a tick,
+            // so `base + (coarse - coarse_at_base)` is never later than `Instant::now()`.
+            if let (Some(base), Some(coarse)) = (
+                instant.checked_sub(Duration::from_nanos(tick)),
+                linux::coarse_nanos(),
+            ) {
+                return CoarseClock {
+                    base,
+                    coarse_at_base: Some(coarse),
+                };
+            }
+        }
         CoarseClock {
+            base: Instant::now(),
             #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
-            coarse: linux::resolution().and_then(|tick| {
-                let instant = Instant::now();
-                let nanos = linux::coarse_nanos()?.checked_add(tick)?;
-                Some(Anchor { instant, nanos })
-            }),
+            coarse_at_base: None,
         }
     }
 
-    /// The current instant, at most about two ticks early and never late (module docs).
+    /// Now, as nanoseconds since the base: at most about two ticks early, never late.
     #[inline]
-    pub(crate) fn now(&self) -> Instant {
+    pub(crate) fn now_nanos(&self) -> u64 {
         #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
-        if let Some(anchor) = &self.coarse
+        if let Some(at_base) = self.coarse_at_base
             && let Some(nanos) = linux::coarse_nanos()
         {
-            return match nanos.checked_sub(anchor.nanos) {
-                Some(after) => anchor.instant + Duration::from_nanos(after),
-                // Within a tick of the anchor: the anchor itself is early enough.
-                None => anchor.instant - Duration::from_nanos(anchor.nanos - nanos),
-            };
+            // The coarse clock is monotone, so it never reads below its reading at the base.
+            return nanos.saturating_sub(at_base);
         }
-        Instant::now()
+        self.nanos_of(Instant::now())
+    }
+
+    /// The current instant, at most about two ticks early and never late (module docs).
+    #[cfg(test)]
+    fn now(&self) -> Instant {
+        self.instant(self.now_nanos())
+    }
+
+    /// The instant of a reading.
+    pub(crate) fn instant(&self, nanos: u64) -> Instant {
+        self.base + Duration::from_nanos(nanos)
+    }
+
+    /// `instant` as a reading (0 for instants before the base).
+    pub(crate) fn nanos_of(&self, instant: Instant) -> u64 {
+        u64::try_from(instant.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
     }
 }
 

@@ -85,6 +85,15 @@ impl EndSignal {
     }
 }
 
+impl EndSignal {
+    /// Drops every registered waker unwoken: a slot being freed for reuse must not keep (or
+    /// later wake) the tasks that waited on its previous session.
+    pub(crate) fn clear(&self) {
+        self.owner.clear();
+        lock(&self.handles).clear();
+    }
+}
+
 impl fmt::Debug for EndSignal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EndSignal").finish_non_exhaustive()

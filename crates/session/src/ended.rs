@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use livecount::{Counter, PerThread};
 
 use crate::reason::EndReason;
-use crate::registry::Core;
+use crate::slots::Slot;
 
 /// Resolves to the session's [`EndReason`] once it has ended, whoever ended it; returned by
 /// [`EndHandle::ended`](crate::EndHandle::ended). Dropping it unresolved gives up its place in
@@ -29,13 +29,14 @@ use crate::registry::Core;
 /// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Ended<'a, C: Counter = PerThread, M = ()> {
-    core: &'a Core<C, M>,
+    /// Held by the `EndHandle` this future borrows.
+    core: &'a Slot<C, M>,
     /// Our place in the session's waiter list, once polled.
     slot: Option<usize>,
 }
 
 impl<'a, C: Counter, M> Ended<'a, C, M> {
-    pub(crate) fn new(core: &'a Core<C, M>) -> Self {
+    pub(crate) fn new(core: &'a Slot<C, M>) -> Self {
         Ended { core, slot: None }
     }
 }
@@ -66,7 +67,7 @@ impl<C: Counter, M> Drop for Ended<'_, C, M> {
 impl<C: Counter, M> fmt::Debug for Ended<'_, C, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ended")
-            .field("id", &self.core.key)
+            .field("id", &crate::SessionId(self.core.id()))
             .field("reason", &self.core.life.reason())
             .finish()
     }

@@ -97,8 +97,17 @@
 //!   model.
 //! * tokio stress (`tests/stress.rs`): tens of thousands of tracked sessions with deadlines,
 //!   aborts, disconnects and concurrent snapshot readers, for every counter.
-//! * The `unsafe` is two token cells per session, each with its `SAFETY:` argument (loom
-//!   checks their exclusive access), and the coarse clock's two libc calls.
+//! * loom, for the session table: a stale id racing the guard's drop and the slot's reuse
+//!   never ends the new session; a handle outliving its guard keeps the slot until released;
+//!   a walk racing an end, free and reuse never reads a slot being rewritten (loom's
+//!   `UnsafeCell` checks every access to the slot's data); the last tracker handle and the
+//!   last session racing to free the tracker state.
+//! * Table behaviour (`tests/slots.rs`, `tests/no_leak.rs`): more than 4 096 threads at once,
+//!   slots reused under churn and under handoff between threads, a reused slot's new id, a
+//!   tracker's memory back to the byte once its handles and sessions are gone.
+//! * The `unsafe` is the slot table (raw slot and tracker pointers kept valid by counted
+//!   references), two token cells and a data cell per session, each with its `SAFETY:`
+//!   argument (loom checks the cells' exclusive access), and the coarse clock's libc calls.
 //!
 //! # Performance
 //!
@@ -115,13 +124,26 @@
 //! look idle a few ms longer than it was; reaping limits are seconds to minutes. Instants
 //! passed in (`touch_at`, `reap_at`, `snapshot_at`) are used exactly.
 //!
-//! A session is an `Arc`'d core holding the state word (phase, BUSY, ENDED, reason, two
-//! "someone waits" bits), the counter tokens in two cells, the end signal (the owner's
-//! `AtomicWaker` slot, a list for `ended()` waiters, empty and unallocated until used), the
-//! start and last-activity instants and the metadata; the
-//! registry is a `sharded-slab` of those cores plus a journal of keys to walk. Ends per
-//! reason are cache-padded rows of atomics bumped with Release, so a snapshot that reads ends
-//! before starts always has `started >= ended`.
+//! A session lives in a slot of the tracker's table: the state word (phase, BUSY, ENDED,
+//! reason, two "someone waits" bits, the slot's reference count and its generation), the
+//! counter tokens in two cells, the end signal (the owner's `AtomicWaker` slot, a list for
+//! `ended()` waiters, empty and unallocated until used), the start and last-activity clock
+//! readings and the metadata. Slots sit in cache-padded pages that never move and are reused
+//! through per-thread free lists, so a start + end allocates nothing, takes no lock and
+//! writes no line another thread's sessions write: one Release store publishes the session,
+//! one CAS ends it, and a guard dropped after its end frees the slot with a load and a store.
+//! The guard, every `EndHandle` and a walker each hold a reference counted in the state word;
+//! the last one frees the slot, and references to an ended session are only ever cloned from
+//! a held one, so a slot is never reused under anyone. An id is the slot index and its
+//! generation: a stale id's CAS fails on a reused slot. Walks (the reaper, `end_all`,
+//! `sessions()`) visit every slot handed out so far and take a reference to each live one.
+//! Ends per reason are `PerThread` counters bumped after a Release fence, so a snapshot
+//! that reads ends before starts always has `started >= ended`.
+//!
+//! Before this table the registry was a `sharded-slab` of `Arc`'d cores plus a journal of
+//! keys to walk: 150–170 ns per session and *slower* on two threads than on one, because
+//! every session cloned the tracker's `Arc` (one line all threads wrote). The measurements
+//! behind the change are in `results/session-table/REPORT.md`.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -132,9 +154,9 @@ mod ended;
 mod lifecycle;
 mod phase;
 mod reason;
-mod registry;
 mod reporter;
 mod session;
+mod slots;
 mod snapshot;
 mod start_error;
 mod sync;

@@ -11,7 +11,19 @@
 //!  bits 3..6  REASON  EndReason index, valid once ENDED is set
 //!  bit 7      OWNER_WAITS   the owner's poll registered a waker in the signal's slot
 //!  bit 8      HANDLES_WAIT  `EndHandle::ended` futures registered wakers in its list
+//!  bits 9..32  REFS   references to the slot: the guard, each `EndHandle`, each walker
+//!  bits 32..64 GEN    the slot's generation: bumped by every start that reuses the slot
 //! ```
+//!
+//! The word lives in a reusable slot (see `slots.rs`). A free slot has ENDED set and no
+//! references. `activate` (by the one thread that took the free slot) bumps GEN and
+//! publishes a live session with one reference, the guard's. References are only ever
+//! *added* by a holder of one (`add_ref`: a handle cloned) or by `try_acquire`, a CAS that
+//! requires the session to be live and, for a lookup by id, the generation to match — so a
+//! stale id never finds a newer session, and nobody gains a reference to an ended session
+//! they did not already hold. Whoever drops the last reference (`release`) owns the slot
+//! and frees it for reuse; since the guard holds a reference until it is dropped, and its
+//! drop ends the session first, a slot is only ever freed ended.
 //!
 //! * `end(reason)` CASes `ENDED | reason` in; the one CAS that sees ENDED clear is the winner,
 //!   and only the winner touches the `total` token, bumps a reason and decrements `total`.
@@ -36,7 +48,7 @@ use livecount::Counter;
 use crate::end_signal::EndSignal;
 use crate::phase::Phase;
 use crate::reason::EndReason;
-use crate::sync::{AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{AtomicU64, Ordering, UnsafeCell, fence};
 use crate::tally::Tally;
 
 const PHASE: u64 = 0b001;
@@ -46,6 +58,23 @@ const REASON_SHIFT: u32 = 3;
 const REASON_MASK: u64 = 0xF;
 const OWNER_WAITS: u64 = 1 << 7;
 const HANDLES_WAIT: u64 = 1 << 8;
+const REFS_SHIFT: u32 = 9;
+const REF: u64 = 1 << REFS_SHIFT;
+const GEN_SHIFT: u32 = 32;
+/// The most references a slot can hold (2^23 − 1): past it, like `Arc`, the process aborts.
+const REFS_MAX: u64 = (1 << (GEN_SHIFT - REFS_SHIFT)) - 1;
+
+/// The references a state word records.
+#[inline]
+pub(crate) fn refs(state: u64) -> u64 {
+    (state >> REFS_SHIFT) & REFS_MAX
+}
+
+/// The generation a state word records.
+#[inline]
+pub(crate) fn generation(state: u64) -> u32 {
+    (state >> GEN_SHIFT) as u32
+}
 
 /// One session's state word and counter tokens.
 pub(crate) struct Lifecycle<C: Counter> {
@@ -72,17 +101,139 @@ pub(crate) struct Lifecycle<C: Counter> {
 unsafe impl<C: Counter> Sync for Lifecycle<C> {}
 
 impl<C: Counter> Lifecycle<C> {
-    /// Counts a new session (in `Listening`) and returns its lifecycle.
-    pub(crate) fn start(tally: &Tally<C>) -> Self {
+    /// A free slot's lifecycle: ended, no references, generation 0 (no id names it).
+    pub(crate) fn new() -> Self {
         Lifecycle {
-            state: AtomicU64::new(Phase::Listening.bit()),
-            total_token: UnsafeCell::new(Some(tally.total.increment())),
+            state: AtomicU64::new(ENDED),
+            total_token: UnsafeCell::new(None),
             phase_token: UnsafeCell::new(None),
             signal: EndSignal::new(),
         }
     }
 
+    /// Counts a new session (in `Listening`) in this free slot, with one reference (the
+    /// guard's), and returns its generation. The caller owns the free slot: it took it from
+    /// a free list, which it was put on by the thread that dropped its last reference.
+    #[inline]
+    pub(crate) fn activate(&self, tally: &Tally<C>) -> u32 {
+        // Relaxed: nobody else touches a free slot's word; how the slot reached us (a free
+        // list of this thread, or the tracker's pool, which synchronises) orders the rest.
+        let old = self.state.load(Ordering::Relaxed);
+        debug_assert!(
+            old & ENDED != 0 && refs(old) == 0,
+            "activating a slot in use"
+        );
+        // Generation 0 names no session: skip it when the 32 bits wrap.
+        let generation = generation(old).wrapping_add(1).max(1);
+        let token = tally.total.increment();
+        // SAFETY:
+        // - The slot is free and ours (see above): no other thread accesses its cells until
+        //   the store below publishes the session.
+        self.total_token
+            .with_mut(|cell| unsafe { *cell = Some(token) });
+        // Release: whoever acquires the live word (an ender, a walker's `try_acquire`) also
+        // sees the token and everything the starter wrote into the slot before.
+        self.state.store(
+            (u64::from(generation) << GEN_SHIFT) | REF | Phase::Listening.bit(),
+            Ordering::Release,
+        );
+        generation
+    }
+
+    /// The generation of the session a reference holder holds.
+    pub(crate) fn generation(&self) -> u32 {
+        // Relaxed: a reference holder's generation cannot change under it.
+        generation(self.state.load(Ordering::Relaxed))
+    }
+
+    /// Takes a reference to the live session in this slot, if there is one (of `expected`
+    /// generation, if given). `false` for a free slot, an ended session or another
+    /// generation; nothing changes then.
+    pub(crate) fn try_acquire(&self, expected: Option<u32>) -> bool {
+        // Acquire (load, CAS and its failure): a reference taken sees the slot as its starter
+        // published it.
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            if state & ENDED != 0 || refs(state) == 0 {
+                return false;
+            }
+            if expected.is_some_and(|g| g != generation(state)) {
+                return false;
+            }
+            if refs(state) == REFS_MAX {
+                std::process::abort();
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state + REF,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// Adds a reference, for a holder of one (a handle being cloned).
+    pub(crate) fn add_ref(&self) {
+        // Relaxed, as `Arc::clone`: the new reference is made from one the caller holds, so
+        // the slot cannot be freed meanwhile, and handing it to another thread synchronises.
+        let old = self.state.fetch_add(REF, Ordering::Relaxed);
+        if refs(old) >= REFS_MAX - 1 {
+            // As `Arc`: billions of leaked handles, a bug; aborting beats corrupting GEN.
+            std::process::abort();
+        }
+    }
+
+    /// Drops a reference. `Some(state)` if it was the last: the caller now owns the slot,
+    /// whose final state word (ended, no references) is returned.
+    #[inline]
+    pub(crate) fn release(&self) -> Option<u64> {
+        // Release: everything this holder did with the slot happens before it is freed.
+        let old = self.state.fetch_sub(REF, Ordering::Release);
+        if refs(old) != 1 {
+            return None;
+        }
+        // Acquire, as `Arc`'s drop: the freer sees everything every other holder did.
+        fence(Ordering::Acquire);
+        debug_assert!(
+            old & ENDED != 0,
+            "the last reference to a live session dropped"
+        );
+        Some(old - REF)
+    }
+
+    /// The guard's [`release`](Self::release) once the session has ended: when the guard
+    /// holds the only reference, nobody else can take one (references to an ended session
+    /// are only ever cloned from a held one), so no read-modify-write is needed.
+    #[inline]
+    pub(crate) fn release_ended(&self) -> Option<u64> {
+        // Acquire: pairs with the Release of the last other holder's `release`, and with the
+        // ender's CAS, so the freer sees what they did.
+        let state = self.state.load(Ordering::Acquire);
+        debug_assert!(state & ENDED != 0, "release_ended on a live session");
+        if refs(state) == 1 {
+            // Relaxed: the word is ours; the next starter reads it after taking the slot
+            // through a free list, which orders it.
+            self.state.store(state - REF, Ordering::Relaxed);
+            Some(state - REF)
+        } else {
+            self.release()
+        }
+    }
+
+    /// Drops every waker a freed slot's signal may hold, if its final `state` says some
+    /// were registered. The caller owns the slot (it dropped the last reference).
+    #[inline]
+    pub(crate) fn clear_for_reuse(&self, state: u64) {
+        if state & (OWNER_WAITS | HANDLES_WAIT) != 0 {
+            self.signal.clear();
+        }
+    }
+
     /// Ends the session for `reason` if nothing ended it yet; `true` for the one call that did.
+    #[inline]
     pub(crate) fn end(&self, reason: EndReason, tally: &Tally<C>) -> bool {
         let ended = ENDED | ((reason.index() as u64) << REASON_SHIFT);
         // Acquire (here and on CAS failure): sees the phase token a BUSY holder left behind.

@@ -2,19 +2,22 @@
 //! [`SessionId`] and [`SessionInfo`]: what the registry knows about a session.
 
 use std::fmt;
-use std::sync::Arc;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use livecount::{Counter, PerThread};
 
+use crate::clock::CoarseClock;
 use crate::ended::Ended;
 use crate::phase::Phase;
 use crate::reason::EndReason;
-use crate::registry::Core;
+use crate::slots::{Shared, Slot};
 
-/// A session's registry key: unique among live sessions, generation-tagged so that an id kept
-/// after its session ended never finds a newer session in the same slot.
+/// A session's id: its slot in the tracker's table and the slot's generation, so that an id
+/// kept after its session ended never finds a newer session in the same slot (until the
+/// slot's 32-bit generation wraps: four billion reuses of that one slot).
 ///
 /// ```
 /// use livecount_session::SessionTracker;
@@ -23,21 +26,21 @@ use crate::registry::Core;
 /// let a = tracker.start();
 /// let b = tracker.start();
 /// assert_ne!(a.id(), b.id());
-/// println!("session {}", a.id()); // Display: the raw key
+/// println!("session {}", a.id()); // Display: the raw id
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SessionId(pub(crate) usize);
+pub struct SessionId(pub(crate) u64);
 
 impl SessionId {
-    /// The raw registry key.
+    /// The raw id: the generation in the high 32 bits, the slot index in the low 32.
     ///
     /// ```
     /// # let tracker = livecount_session::SessionTracker::new();
     /// let session = tracker.start();
-    /// let raw: usize = session.id().as_usize();
-    /// # let _ = raw;
+    /// let raw: u64 = session.id().as_u64();
+    /// assert_ne!(raw >> 32, 0); // generation 0 names no session
     /// ```
-    pub fn as_usize(self) -> usize {
+    pub fn as_u64(self) -> u64 {
         self.0
     }
 }
@@ -70,7 +73,7 @@ impl fmt::Display for SessionId {
 /// ```
 #[must_use = "dropping a Session ends it at once (reason `Dropped`)"]
 pub struct Session<C: Counter = PerThread, M = ()> {
-    core: Arc<Core<C, M>>,
+    held: Held<C, M>,
 }
 
 /// A cheap, cloneable handle that can end a session from anywhere: the timeout task, the
@@ -89,7 +92,74 @@ pub struct Session<C: Counter = PerThread, M = ()> {
 /// assert_eq!(session.reason(), Some(EndReason::Disconnected));
 /// ```
 pub struct EndHandle<C: Counter = PerThread, M = ()> {
-    core: Arc<Core<C, M>>,
+    held: Held<C, M>,
+}
+
+/// A reference to a session's slot (counted in the slot's state word), and the tracker state
+/// the slot belongs to (alive while the slot has references: see `slots.rs`).
+struct Held<C: Counter, M> {
+    slot: NonNull<Slot<C, M>>,
+    shared: NonNull<Shared<C, M>>,
+    _owns: PhantomData<Shared<C, M>>,
+}
+
+// SAFETY:
+// - A `Held` is a counted reference: the slot cannot be freed or reused, nor the tracker state
+//   freed, until it is released, so the pointers stay valid wherever the holder goes.
+// - Everything reached through them is safe to use from any thread: the state word and the
+//   counters are atomics, the token cells follow the ending protocol (`lifecycle.rs`), and
+//   the slot's data is written only while no reference exists. `M` is shared by reference
+//   between threads (`metadata()`) and dropped on whichever thread frees the slot, hence
+//   `M: Send + Sync`.
+unsafe impl<C: Counter, M: Send + Sync> Send for Held<C, M> {}
+// SAFETY: as for `Send`: every method takes `&self` and is safe to call concurrently.
+unsafe impl<C: Counter, M: Send + Sync> Sync for Held<C, M> {}
+
+impl<C: Counter, M> Held<C, M> {
+    fn slot(&self) -> &Slot<C, M> {
+        // SAFETY: we hold a reference to the slot (see the `Send` impl).
+        unsafe { self.slot.as_ref() }
+    }
+
+    fn shared(&self) -> &Shared<C, M> {
+        // SAFETY: the slot we hold keeps the tracker state alive.
+        unsafe { self.shared.as_ref() }
+    }
+
+    fn id(&self) -> SessionId {
+        SessionId(self.slot().id())
+    }
+
+    fn end(&self, reason: EndReason) -> bool {
+        self.slot().life.end(reason, &self.shared().tally)
+    }
+
+    fn touch(&self) {
+        self.slot().touch(self.shared().clock.now_nanos());
+    }
+
+    fn touch_at(&self, now: Instant) {
+        self.slot().touch(self.shared().clock.nanos_of(now));
+    }
+
+    fn set_phase(&self, phase: Phase) -> bool {
+        self.touch();
+        self.slot().life.set_phase(phase, &self.shared().tally)
+    }
+
+    /// Another reference to the same slot.
+    fn add(&self) -> Self {
+        self.slot().life.add_ref();
+        Held { ..*self }
+    }
+
+    /// Gives the reference up; `state` is `Some` (the slot's final word) if it was the last.
+    fn free_if_last(&self, state: Option<u64>) {
+        if let Some(state) = state {
+            // SAFETY: we dropped the slot's last reference and touch nothing afterwards.
+            unsafe { Shared::free(self.shared, self.slot, state) };
+        }
+    }
 }
 
 /// What the registry knows about a session: returned by
@@ -127,13 +197,21 @@ pub struct SessionInfo<M = ()> {
 // === impl Session ===
 
 impl<C: Counter, M> Session<C, M> {
-    pub(crate) fn new(core: Arc<Core<C, M>>) -> Self {
-        Session { core }
+    /// The guard of the session just started in `slot` (holding the reference `activate`
+    /// counted for it).
+    pub(crate) fn new(slot: NonNull<Slot<C, M>>, shared: NonNull<Shared<C, M>>) -> Self {
+        Session {
+            held: Held {
+                slot,
+                shared,
+                _owns: PhantomData,
+            },
+        }
     }
 
     /// This session's id.
     pub fn id(&self) -> SessionId {
-        SessionId(self.core.key)
+        self.held.id()
     }
 
     /// A handle that can end this session from elsewhere.
@@ -146,14 +224,14 @@ impl<C: Counter, M> Session<C, M> {
     /// ```
     pub fn handle(&self) -> EndHandle<C, M> {
         EndHandle {
-            core: Arc::clone(&self.core),
+            held: self.held.add(),
         }
     }
 
     /// Ends the session for `reason`: `true` if this call ended it, `false` if something
     /// already had (then nothing changes).
     pub fn end(&self, reason: EndReason) -> bool {
-        self.core.end(reason)
+        self.held.end(reason)
     }
 
     /// Moves the session to `phase` (and records activity). `false` if it has ended.
@@ -172,19 +250,18 @@ impl<C: Counter, M> Session<C, M> {
     pub fn set_phase(&mut self, phase: Phase) -> bool {
         // `&mut self` keeps the owner's own transitions sequential; a handle's may still race
         // it, and the protocol linearises them (see `EndHandle::set_phase`).
-        self.core.touch_at(self.core.tracker.clock.now());
-        self.core.life.set_phase(phase, &self.core.tracker.tally)
+        self.held.set_phase(phase)
     }
 
     /// The session's phase, or `None` once it has ended.
     pub fn phase(&self) -> Option<Phase> {
-        self.core.life.phase()
+        self.held.slot().life.phase()
     }
 
     /// Records activity now (at tick precision, a few ms), so the reaper leaves the session
     /// alone.
     pub fn touch(&self) {
-        self.core.touch_at(self.core.tracker.clock.now());
+        self.held.touch();
     }
 
     /// Records activity at `now` (a frame's timestamp, a virtual clock). Activity never moves
@@ -202,12 +279,12 @@ impl<C: Counter, M> Session<C, M> {
     /// assert_eq!(tracker.reap_at(t + Duration::from_secs(61), Duration::from_secs(60)).len(), 1);
     /// ```
     pub fn touch_at(&self, now: Instant) {
-        self.core.touch_at(now);
+        self.held.touch_at(now);
     }
 
     /// Why the session ended, or `None` while it is live.
     pub fn reason(&self) -> Option<EndReason> {
-        self.core.life.reason()
+        self.held.slot().life.reason()
     }
 
     /// Polls for the end, from any ender (a handle, `tracker.end`, the reaper, a shutdown):
@@ -235,7 +312,7 @@ impl<C: Counter, M> Session<C, M> {
     /// assert_eq!(session.poll_ended(&mut cx), Poll::Ready(EndReason::Shutdown));
     /// ```
     pub fn poll_ended(&self, cx: &mut Context<'_>) -> Poll<EndReason> {
-        self.core.life.poll_end_owner(cx)
+        self.held.slot().life.poll_end_owner(cx)
     }
 
     /// The metadata given to `start_with`, if any.
@@ -247,13 +324,17 @@ impl<C: Counter, M> Session<C, M> {
     /// assert_eq!(tracker.start().metadata(), None);
     /// ```
     pub fn metadata(&self) -> Option<&M> {
-        self.core.metadata.as_ref()
+        self.held.slot().metadata()
     }
 }
 
 impl<C: Counter, M> Drop for Session<C, M> {
     fn drop(&mut self) {
-        self.core.end(EndReason::Dropped);
+        self.held.end(EndReason::Dropped);
+        // Ended now, by us or before: when the guard holds the only reference this is a load
+        // and a store, no read-modify-write (see `Lifecycle::release_ended`).
+        self.held
+            .free_if_last(self.held.slot().life.release_ended());
     }
 }
 
@@ -272,23 +353,23 @@ impl<C: Counter, M> fmt::Debug for Session<C, M> {
 impl<C: Counter, M> EndHandle<C, M> {
     /// The id of the session this handle ends.
     pub fn id(&self) -> SessionId {
-        SessionId(self.core.key)
+        self.held.id()
     }
 
     /// Ends the session for `reason`: `true` if this call ended it, `false` if something
     /// already had (then nothing changes).
     pub fn end(&self, reason: EndReason) -> bool {
-        self.core.end(reason)
+        self.held.end(reason)
     }
 
     /// Records activity now (a heartbeat, a frame received), so the reaper leaves it alone.
     pub fn touch(&self) {
-        self.core.touch_at(self.core.tracker.clock.now());
+        self.held.touch();
     }
 
     /// Records activity at `now`; see [`Session::touch_at`].
     pub fn touch_at(&self, now: Instant) {
-        self.core.touch_at(now);
+        self.held.touch_at(now);
     }
 
     /// Moves the session to `phase` (and records activity), from a task other than the
@@ -318,23 +399,22 @@ impl<C: Counter, M> EndHandle<C, M> {
     /// assert_eq!(tracker.snapshot().generating, 0);
     /// ```
     pub fn set_phase(&self, phase: Phase) -> bool {
-        self.core.touch_at(self.core.tracker.clock.now());
-        self.core.life.set_phase(phase, &self.core.tracker.tally)
+        self.held.set_phase(phase)
     }
 
     /// The session's phase, or `None` once it has ended.
     pub fn phase(&self) -> Option<Phase> {
-        self.core.life.phase()
+        self.held.slot().life.phase()
     }
 
     /// Whether the session has ended.
     pub fn is_ended(&self) -> bool {
-        self.core.life.phase().is_none()
+        self.held.slot().life.phase().is_none()
     }
 
     /// Why the session ended, or `None` while it is live.
     pub fn reason(&self) -> Option<EndReason> {
-        self.core.life.reason()
+        self.held.slot().life.reason()
     }
 
     /// Waits for the end, from any ender, and returns its reason (at once if it has ended
@@ -360,15 +440,21 @@ impl<C: Counter, M> EndHandle<C, M> {
     /// # }
     /// ```
     pub fn ended(&self) -> Ended<'_, C, M> {
-        Ended::new(&self.core)
+        Ended::new(self.held.slot())
     }
 }
 
 impl<C: Counter, M> Clone for EndHandle<C, M> {
     fn clone(&self) -> Self {
         EndHandle {
-            core: Arc::clone(&self.core),
+            held: self.held.add(),
         }
+    }
+}
+
+impl<C: Counter, M> Drop for EndHandle<C, M> {
+    fn drop(&mut self) {
+        self.held.free_if_last(self.held.slot().life.release());
     }
 }
 
@@ -384,14 +470,14 @@ impl<C: Counter, M> fmt::Debug for EndHandle<C, M> {
 // === impl SessionInfo ===
 
 impl<M: Clone> SessionInfo<M> {
-    /// Reads `core`; `None` if it has ended.
-    pub(crate) fn read<C: Counter>(core: &Core<C, M>) -> Option<Self> {
+    /// Reads a held `slot`; `None` if its session has ended.
+    pub(crate) fn read<C: Counter>(slot: &Slot<C, M>, clock: &CoarseClock) -> Option<Self> {
         Some(SessionInfo {
-            id: SessionId(core.key),
-            started_at: core.started_at,
-            last_activity: core.last_activity(),
-            phase: core.life.phase()?,
-            metadata: core.metadata.clone(),
+            id: SessionId(slot.id()),
+            started_at: clock.instant(slot.started()),
+            last_activity: clock.instant(slot.last_activity()),
+            phase: slot.life.phase()?,
+            metadata: slot.metadata().cloned(),
         })
     }
 }

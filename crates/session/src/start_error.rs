@@ -11,48 +11,26 @@ use std::fmt;
 /// let tracker = SessionTracker::new();
 /// match tracker.try_start() {
 ///     Ok(session) => drop(session),
-///     Err(StartError::ThreadLimit) => eprintln!("too many threads hold sessions"),
+///     Err(StartError::Full) => eprintln!("over two billion live sessions"),
 ///     Err(e) => eprintln!("{e}"),
 /// }
 /// assert_eq!(
-///     StartError::ThreadLimit.to_string(),
-///     "session registry: more than 4096 threads use it at once"
+///     StartError::Full.to_string(),
+///     "session table full: 2147483616 slots in use"
 /// );
 /// ```
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StartError {
-    /// The calling thread is past the registry's thread limit: `sharded-slab` (the registry)
-    /// gives each thread using it a process-wide index below [`MAX_THREADS`], reused only
-    /// once a thread exits, so a 4097th thread alive at once gets none.
-    ///
-    /// Once more threads than that have been alive at once, `sharded-slab` also recycles the
-    /// indices past its limit: a few later threads (as many as were past it) may get this
-    /// error with few threads alive. Ending a session needs no index below the limit.
-    ///
-    /// [`MAX_THREADS`]: StartError::MAX_THREADS
-    ThreadLimit,
-    /// The calling thread's share of the registry has no free slot (billions of live
-    /// sessions on one thread).
+    /// Every slot of the session table is in use: 2 147 483 616 live sessions (or leaked
+    /// guards) at once. Nothing else limits a tracker: not threads, not tracker count.
     Full,
-}
-
-impl StartError {
-    /// How many threads may hold registry indices at once: `sharded-slab`'s
-    /// `DefaultConfig::MAX_THREADS`, shared by every `sharded-slab` user in the process.
-    pub const MAX_THREADS: usize =
-        <sharded_slab::DefaultConfig as sharded_slab::Config>::MAX_THREADS;
 }
 
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StartError::ThreadLimit => write!(
-                f,
-                "session registry: more than {} threads use it at once",
-                StartError::MAX_THREADS
-            ),
-            StartError::Full => f.write_str("session registry: no free slot on this thread"),
+            StartError::Full => f.write_str("session table full: 2147483616 slots in use"),
         }
     }
 }

@@ -2,10 +2,12 @@
 //!
 //! Production code imports `crate::sync::…` and never mentions loom. The cfg is prefixed
 //! (`livecount_loom`) so turning the model checker on for this workspace does not switch
-//! tokio, sharded-slab or crossbeam into their own loom modes: under `livecount_loom` the
-//! registry (sharded-slab) keeps its `std` atomics and is, to loom, a sequence of atomic steps.
-//! What loom explores is the ending protocol: the per-session state word, the token cells,
-//! the end signal (its waker slot and waiter list) and the counters.
+//! tokio or crossbeam into their own loom modes: under `livecount_loom` the session table's
+//! pages and carve cursor keep `std` atomics and are, to loom, single steps. What loom
+//! explores is the ending protocol and the slot lifetime: the per-session state word (with
+//! its references and generation), the token cells and the slot's data cell, the end signal
+//! (its waker slot and waiter list), the tracker state's reference counts, the pool every
+//! freed slot goes through, and the counters.
 //!
 //! The owner's waker slot is the `atomic-waker` crate's `AtomicWaker` in production and loom's
 //! model of the same contract under loom (a slot whose `register` / `wake` behave as if
@@ -15,7 +17,7 @@
 
 #[cfg(not(livecount_loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicU64, Ordering, fence};
     pub(crate) use std::sync::{Mutex, MutexGuard};
 
     /// One waker slot: the last registered waker, taken and woken by `wake`.
@@ -34,6 +36,11 @@ mod imp {
         pub(crate) fn wake(&self) {
             self.0.wake();
         }
+
+        /// Drops the stored waker, if any, without waking it.
+        pub(crate) fn clear(&self) {
+            drop(self.0.take());
+        }
     }
 
     /// `std`'s `UnsafeCell` with loom's closure-based API, so both spell access the same way.
@@ -50,25 +57,19 @@ mod imp {
         pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
             f(self.0.get())
         }
-    }
 
-    /// The calling thread's shard hint: a small number handed out round-robin on first use.
-    #[inline]
-    pub(crate) fn shard_hint() -> usize {
-        use std::sync::atomic::AtomicUsize;
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        std::thread_local! {
-            // Relaxed: only spreads threads over shards; no data is published through it.
-            static HINT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        /// Runs `f` with a shared pointer to the contents; the caller rules out writers.
+        #[inline]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
         }
-        HINT.try_with(|hint| *hint).unwrap_or(0)
     }
 }
 
 #[cfg(livecount_loom)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering, fence};
     pub(crate) use loom::sync::{Mutex, MutexGuard};
 
     /// loom's model of a waker slot, with the production shim's method names.
@@ -83,13 +84,10 @@ mod imp {
         pub(crate) fn wake(&self) {
             self.0.wake();
         }
-    }
 
-    /// Under loom every thread uses shard 0: a hint derived from loom's thread ids would change
-    /// with every execution and make the explored state space non-deterministic.
-    #[inline]
-    pub(crate) fn shard_hint() -> usize {
-        0
+        pub(crate) fn clear(&self) {
+            drop(self.0.take_waker());
+        }
     }
 }
 

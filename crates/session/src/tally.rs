@@ -1,57 +1,65 @@
 //! `Tally`: the tracker's counters — active total, sessions generating, ends by reason — and
 //! the coherent read a [`Snapshot`](crate::Snapshot) is built from.
 
-use crossbeam_utils::CachePadded;
 use livecount::Counter;
+#[cfg(not(livecount_loom))]
+use livecount::PerThread;
 
 use crate::reason::{ByReason, EndReason};
-use crate::sync::{AtomicU64, Ordering, shard_hint};
+use crate::sync::{Ordering, fence};
 
-/// Monotone end counts, one row of [`EndReason::COUNT`] cells per cache-padded shard.
+/// Monotone end counts: one [`PerThread`] counter per reason, never decremented.
 ///
-/// Not a `livecount` counter per reason: an end must be counted with a **Release** bump (a
-/// `livecount` increment is Relaxed) so a reader that counts the end also sees the session's
-/// start. That is what makes `started >= ended` in every snapshot. One row per shard also
-/// keeps the eight reasons on one line instead of eight.
+/// A bump is a plain store on a line only the calling thread writes (`PerThread`'s cell), after
+/// a **Release fence**; a read takes the counts, then an **Acquire fence**. A `livecount`
+/// increment is Relaxed, and the fences are what make a reader that counts an end also see
+/// the session's start (which happened before the end's fence): that is what makes
+/// `started >= ended` in every snapshot.
+///
+/// Under `livecount_loom` each reason is one atomic bumped with a Relaxed `fetch_add` after
+/// the same fence: the synchronisation the models check is the fence pair, whatever the cell;
+/// `PerThread` itself is model-checked in `livecount`'s own loom suite, and its thread-index
+/// machinery would multiply these models' state space a hundredfold.
 #[derive(Debug)]
 pub(crate) struct ReasonTally {
-    shards: Box<[CachePadded<[AtomicU64; EndReason::COUNT]>]>,
+    #[cfg(not(livecount_loom))]
+    counts: [PerThread; EndReason::COUNT],
+    #[cfg(livecount_loom)]
+    counts: [crate::sync::AtomicU64; EndReason::COUNT],
 }
 
 impl ReasonTally {
     pub(crate) fn new() -> Self {
-        // Twice the parallelism, as `livecount::Sharded` does; one shard under loom.
-        let shards = if cfg!(livecount_loom) {
-            1
-        } else {
-            let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
-            (2 * cpus).next_power_of_two()
-        };
         ReasonTally {
-            shards: (0..shards)
-                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
-                .collect(),
+            #[cfg(not(livecount_loom))]
+            counts: std::array::from_fn(|_| PerThread::new()),
+            #[cfg(livecount_loom)]
+            counts: std::array::from_fn(|_| crate::sync::AtomicU64::new(0)),
         }
     }
 
     /// Counts one end for `reason`.
     #[inline]
     pub(crate) fn bump(&self, reason: EndReason) {
-        let shard = &self.shards[shard_hint() & (self.shards.len() - 1)];
-        // Release: pairs with the Acquire in `read`, so a snapshot that counts this end also
-        // sees the start of the same session (which happened-before this bump).
-        shard[reason.index()].fetch_add(1, Ordering::Release);
+        // Release: a reader whose loads see this increment and then fences with Acquire (in
+        // `read`) sees the start of the same session, which happened before this fence.
+        fence(Ordering::Release);
+        let count = &self.counts[reason.index()];
+        // Never decremented: a monotone count, so the token is never redeemed.
+        #[cfg(not(livecount_loom))]
+        std::mem::forget(count.increment());
+        #[cfg(livecount_loom)]
+        count.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Ends per reason so far.
     pub(crate) fn read(&self) -> ByReason {
-        let mut counts = [0u64; EndReason::COUNT];
-        for shard in self.shards.iter() {
-            for (sum, cell) in counts.iter_mut().zip(shard.iter()) {
-                // Acquire: pairs with the Release in `bump` (see there).
-                *sum += cell.load(Ordering::Acquire);
-            }
-        }
+        #[cfg(not(livecount_loom))]
+        let counts = std::array::from_fn(|i| self.counts[i].load());
+        #[cfg(livecount_loom)]
+        let counts = std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed));
+        // Acquire: pairs with the Release fences in `bump` (see there).
+        fence(Ordering::Acquire);
         ByReason::from_counts(counts)
     }
 }

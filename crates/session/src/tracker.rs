@@ -1,16 +1,16 @@
 //! [`SessionTracker`]: starts sessions, counts them, finds and reaps ghosts, takes snapshots.
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering as StdOrdering;
 use std::time::{Duration, Instant};
 
 use livecount::{Counter, PerThread};
 
-use crate::clock::CoarseClock;
 use crate::reason::EndReason;
-use crate::registry::{Registry, Shared};
 use crate::session::{Session, SessionId, SessionInfo};
+use crate::slots::{Shared, Slot};
 use crate::snapshot::Snapshot;
 use crate::start_error::StartError;
 use crate::tally::Tally;
@@ -60,8 +60,19 @@ use crate::tally::Tally;
 /// assert_eq!((s.started, s.ended, s.active), (400, 400, 0));
 /// ```
 pub struct SessionTracker<C: Counter = PerThread, M = ()> {
-    shared: Arc<Shared<C, M>>,
+    /// Counted in `Header::handles`; sessions keep the state alive on their own.
+    shared: NonNull<Shared<C, M>>,
+    _owns: PhantomData<Shared<C, M>>,
 }
+
+// SAFETY:
+// - A handle is a counted reference to the tracker state (`Shared::add_handle` /
+//   `drop_handle`), valid wherever it goes; everything reached through it is atomics, the
+//   counters, and slots handled by the ending protocol. `M` crosses threads inside sessions
+//   (see `Session`'s impls), hence `M: Send + Sync`.
+unsafe impl<C: Counter, M: Send + Sync> Send for SessionTracker<C, M> {}
+// SAFETY: as for `Send`: every method takes `&self` and is safe to call concurrently.
+unsafe impl<C: Counter, M: Send + Sync> Sync for SessionTracker<C, M> {}
 
 impl SessionTracker {
     /// A tracker with no sessions over the default counter ([`PerThread`]) and no metadata,
@@ -107,40 +118,37 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// assert_eq!(tracker.active(), 0);
     /// ```
     pub fn with_counters(total: C, generating: C) -> Self {
-        let shared = Arc::new(Shared {
-            tally: Tally::new(total, generating),
-            registry: Registry::new(),
-            sequence: StdAtomicU64::new(1),
-            clock: CoarseClock::new(),
-        });
-        SessionTracker { shared }
+        SessionTracker {
+            shared: Shared::new(Tally::new(total, generating)),
+            _owns: PhantomData,
+        }
+    }
+
+    fn shared(&self) -> &Shared<C, M> {
+        // SAFETY: this handle keeps the tracker state alive.
+        unsafe { self.shared.as_ref() }
     }
 
     /// Starts a session (in [`Phase::Listening`](crate::Phase::Listening)).
     ///
     /// # Panics
     ///
-    /// Where [`try_start`](SessionTracker::try_start) fails: on a thread past the registry's
-    /// limit of [`StartError::MAX_THREADS`] (4096) threads alive at once that use it; nothing
-    /// is counted then.
+    /// Where [`try_start`](SessionTracker::try_start) fails: when the session table is full
+    /// (over two billion live sessions); nothing is counted then.
     pub fn start(&self) -> Session<C, M> {
         self.try_start_inner(None)
             .unwrap_or_else(|e| panic!("livecount-session: {e}"))
     }
 
-    /// Starts a session, or says why it cannot: [`StartError::ThreadLimit`] on a thread past
-    /// the registry's limit of [`StartError::MAX_THREADS`] threads alive at once (the limit of
-    /// `sharded-slab`, which the registry is). Nothing is counted on an error.
-    ///
-    /// `sharded-slab` reports that limit by panicking; `try_start` catches the panic (after
-    /// the panic hook has printed it) and returns the error, so a build with
-    /// `panic = "abort"` aborts there instead.
+    /// Starts a session, or says why it cannot: [`StartError::Full`] when the session table
+    /// has no free slot left (over two billion live sessions). Nothing is counted on an
+    /// error. There is no limit on threads.
     ///
     /// ```
     /// use livecount_session::SessionTracker;
     ///
     /// let tracker = SessionTracker::new();
-    /// let session = tracker.try_start().expect("far below 4096 threads");
+    /// let session = tracker.try_start().expect("far below two billion sessions");
     /// assert_eq!(tracker.active(), 1);
     /// # drop(session);
     /// ```
@@ -154,7 +162,18 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     }
 
     fn try_start_inner(&self, metadata: Option<M>) -> Result<Session<C, M>, StartError> {
-        Registry::start(&self.shared, metadata, self.shared.clock.now()).map(Session::new)
+        Shared::start(self.shared, metadata).map(|slot| Session::new(slot, self.shared))
+    }
+
+    /// Runs `f` on the live session `id`'s slot, holding a reference to it meanwhile.
+    fn with_live<R>(&self, id: SessionId, f: impl FnOnce(&Slot<C, M>) -> R) -> Option<R> {
+        let slot = self.shared().acquire(id.0)?;
+        let result = f(slot);
+        if let Some(state) = slot.life.release() {
+            // SAFETY: we dropped the slot's last reference; this handle keeps the state alive.
+            unsafe { Shared::free(self.shared, NonNull::from(slot), state) };
+        }
+        Some(result)
     }
 
     /// Starts a session carrying `metadata`.
@@ -177,7 +196,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
 
     /// The number of live sessions: one read of the total counter, with its read guarantee.
     pub fn active(&self) -> u64 {
-        self.shared.tally.total.load()
+        self.shared().tally.total.load()
     }
 
     /// Ends the live session `id` for `reason` (an admin kill, a shutdown by id). `false` if
@@ -193,10 +212,9 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// assert!(!tracker.end(session.id(), EndReason::Shutdown));
     /// ```
     pub fn end(&self, id: SessionId, reason: EndReason) -> bool {
-        self.shared
-            .registry
-            .get(id.0)
-            .is_some_and(|core| core.end(reason))
+        let tally = &self.shared().tally;
+        self.with_live(id, |slot| slot.life.end(reason, tally))
+            .unwrap_or(false)
     }
 
     /// Ends every live session for `reason` (e.g. [`EndReason::Shutdown`]); returns how many
@@ -213,8 +231,9 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     pub fn end_all(&self, reason: EndReason) -> usize {
         let mut ended = 0;
-        self.shared.registry.for_each(|core| {
-            ended += usize::from(core.end(reason));
+        let tally = &self.shared().tally;
+        Shared::for_each(self.shared, |slot| {
+            ended += usize::from(slot.life.end(reason, tally));
         });
         ended
     }
@@ -236,8 +255,8 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     pub fn snapshot_at(&self, taken_at: Instant) -> Snapshot {
         // Relaxed: the sequence only orders snapshots of this tracker among themselves.
-        let sequence = self.shared.sequence.fetch_add(1, StdOrdering::Relaxed);
-        Snapshot::from_reading(sequence, taken_at, self.shared.tally.read())
+        let sequence = self.shared().sequence.fetch_add(1, StdOrdering::Relaxed);
+        Snapshot::from_reading(sequence, taken_at, self.shared().tally.read())
     }
 }
 
@@ -246,8 +265,9 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
     /// missed). Never blocks `start` or `end`.
     pub fn sessions(&self) -> Vec<SessionInfo<M>> {
         let mut infos = Vec::new();
-        self.shared.registry.for_each(|core| {
-            infos.extend(SessionInfo::read(core));
+        let clock = &self.shared().clock;
+        Shared::for_each(self.shared, |slot| {
+            infos.extend(SessionInfo::read(slot, clock));
         });
         infos
     }
@@ -288,13 +308,15 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     pub fn reap_at(&self, now: Instant, idle_longer_than: Duration) -> Vec<SessionInfo<M>> {
         let mut reaped = Vec::new();
-        self.shared.registry.for_each(|core| {
-            if now.saturating_duration_since(core.last_activity()) <= idle_longer_than {
+        let (tally, clock) = (&self.shared().tally, &self.shared().clock);
+        Shared::for_each(self.shared, |slot| {
+            let last = clock.instant(slot.last_activity());
+            if now.saturating_duration_since(last) <= idle_longer_than {
                 return;
             }
             // Read before ending: afterwards the phase is gone.
-            let info = SessionInfo::read(core);
-            if core.end(EndReason::Reaped) {
+            let info = SessionInfo::read(slot, clock);
+            if slot.life.end(EndReason::Reaped, tally) {
                 reaped.extend(info);
             }
         });
@@ -304,16 +326,28 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
 
 impl<C: Counter, M> Clone for SessionTracker<C, M> {
     fn clone(&self) -> Self {
+        // SAFETY: this handle keeps the tracker state alive.
+        unsafe { self.shared.as_ref() }.add_handle();
         SessionTracker {
-            shared: Arc::clone(&self.shared),
+            shared: self.shared,
+            _owns: PhantomData,
         }
+    }
+}
+
+impl<C: Counter, M> Drop for SessionTracker<C, M> {
+    fn drop(&mut self) {
+        // SAFETY: this handle, given up; not used afterwards.
+        unsafe { Shared::drop_handle(self.shared) };
     }
 }
 
 impl<C: Counter, M> fmt::Debug for SessionTracker<C, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: this handle keeps the tracker state alive.
+        let shared = unsafe { self.shared.as_ref() };
         f.debug_struct("SessionTracker")
-            .field("active", &self.shared.tally.total.load())
+            .field("active", &shared.tally.total.load())
             .finish_non_exhaustive()
     }
 }

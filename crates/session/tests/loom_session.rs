@@ -10,9 +10,11 @@
 //! `ended()` waiter list behind a loom mutex), all of which switch to loom types under
 //! `--cfg livecount_loom`. A lost wake-up shows as a deadlock: `loom::future::block_on` parks
 //! the polling thread until its waker is woken, and loom fails an execution in which every
-//! thread is parked. The registry
-//! (sharded-slab and the key journal) keeps `std` atomics and mutexes, which loom sees as
-//! single steps: it is present but not explored.
+//! thread is parked. The session table is explored too: the slot's references and generation
+//! live in the state word, the slot's data sits in a loom `UnsafeCell`, and every freed slot
+//! goes through the pool (a loom mutex) to the next start, so a model's second start reuses
+//! the first one's slot whenever the first is free by then. The table's pages, its carve
+//! cursor and the tracker state's reference counts keep `std` atomics (single steps to loom).
 //!
 //! Run with `scripts/loom.sh` (release, debug assertions, `LOOM_MAX_PREEMPTIONS`, default 3).
 //! Each model uses at most four threads including the main thread.
@@ -374,4 +376,140 @@ fn handle_set_phase_races_an_end() {
         drop(session);
         assert_balanced(&tracker, 1);
     });
+}
+
+/// ABA on a recycled slot: a stale id ending "its" session races the guard's drop and a new
+/// start that reuses the slot (under loom every freed slot goes straight back to the pool,
+/// and the next start takes it). The stale id may end the old session, never the new one:
+/// the generation in the state word makes its CAS fail.
+#[test]
+fn a_stale_id_never_ends_the_sessions_reusing_its_slot() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::default();
+        let old = tracker.start();
+        let id = old.id();
+        let stale = {
+            let tracker = tracker.clone();
+            thread::spawn(move || tracker.end(id, EndReason::Shutdown))
+        };
+        drop(old);
+        let new = tracker.start();
+        let stale_won = stale.join().unwrap();
+        assert_eq!(
+            new.reason(),
+            None,
+            "a stale id ended the slot's next session"
+        );
+        assert_ne!(new.id(), id, "a reused slot kept its generation");
+        let s = tracker.snapshot();
+        assert_eq!(
+            (
+                s.ended_by(EndReason::Shutdown),
+                s.ended_by(EndReason::Dropped)
+            ),
+            (u64::from(stale_won), u64::from(!stale_won)),
+            "{s:?}"
+        );
+        drop(new);
+        assert_balanced(&tracker, 2);
+    });
+}
+
+/// A handle outlives its session's guard while the slot is contended: the handle's release
+/// on another thread races the main thread's next starts. The slot is freed exactly once, by
+/// whoever drops the last reference, and only then reused; the handle keeps seeing its own
+/// session's end until it is dropped.
+#[test]
+fn a_handle_outliving_its_guard_keeps_the_slot_until_released() {
+    model(3, || {
+        let tracker = SessionTracker::<Single, u32>::default();
+        let first = tracker.start_with(1);
+        let handle = first.handle();
+        drop(first);
+        let releaser = thread::spawn(move || {
+            assert_eq!(handle.reason(), Some(EndReason::Dropped));
+            handle.end(EndReason::Cancelled) // too late: changes nothing
+        });
+        let second = tracker.start_with(2);
+        assert_eq!(second.metadata(), Some(&2));
+        assert_eq!(second.reason(), None);
+        assert!(
+            !releaser.join().unwrap(),
+            "an ended session was ended again"
+        );
+        let third = tracker.start_with(3);
+        assert_ne!(second.id(), third.id());
+        assert_eq!((second.reason(), third.reason()), (None, None));
+        drop((second, third));
+        let s = tracker.snapshot();
+        assert_eq!((s.started, s.ended, s.active), (3, 3, 0), "{s:?}");
+        assert_eq!(s.ended_by(EndReason::Dropped), 3, "{s:?}");
+    });
+}
+
+/// A registry walk (`sessions()`) races the end, free and reuse of the slot it is reading:
+/// it takes a reference before reading, so what it reports for an id is that session's own
+/// metadata (loom's `UnsafeCell` reports any read that is not ordered after the write), and
+/// the slot is never reused under it.
+#[test]
+fn a_walk_never_reads_a_slot_being_reused() {
+    model(3, || {
+        let tracker = SessionTracker::<Single, u32>::default();
+        let first = tracker.start_with(1);
+        let first_id = first.id();
+        let walker = {
+            let tracker = tracker.clone();
+            thread::spawn(move || tracker.sessions())
+        };
+        drop(first);
+        let second = tracker.start_with(2);
+        let second_id = second.id();
+        for info in walker.join().unwrap() {
+            let expected = if info.id == first_id {
+                1
+            } else {
+                assert_eq!(info.id, second_id, "{info:?}");
+                2
+            };
+            assert_eq!(info.metadata, Some(expected), "{info:?}");
+        }
+        drop(second);
+        assert_balanced_tagged(&tracker, 2);
+    });
+}
+
+/// The last tracker handle and the last session (with a handle of its own) go on different
+/// threads: the session keeps the tracker state alive, its end is counted, and whichever
+/// reference is last frees the state (loom reports an access to a freed cell or atomic).
+#[test]
+fn the_last_handle_and_the_last_session_race_to_free_the_tracker() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::default();
+        let session = tracker.start();
+        let handle = session.handle();
+        let ender = thread::spawn(move || {
+            let won = session.end(EndReason::Completed);
+            drop(session);
+            won
+        });
+        let releaser = thread::spawn(move || {
+            assert!(
+                !handle.end(EndReason::Cancelled) || handle.reason() == Some(EndReason::Cancelled)
+            );
+            drop(handle);
+        });
+        drop(tracker);
+        let _ = ender.join().unwrap();
+        releaser.join().unwrap();
+    });
+}
+
+fn assert_balanced_tagged(tracker: &SessionTracker<Single, u32>, sessions: u64) {
+    let s = tracker.snapshot();
+    assert!(s.is_consistent(), "inconsistent snapshot {s:?}");
+    assert_eq!(
+        (s.started, s.ended, s.active),
+        (sessions, sessions, 0),
+        "{s:?}"
+    );
 }
