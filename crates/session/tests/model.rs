@@ -1,11 +1,13 @@
 //! A proptest state machine: random programs of start / set-phase (by the guard or a handle) /
-//! touch / end / clone-handle / drop / forget / advance-the-clock / reap / snapshot, run
-//! against the tracker and against a plain model, for every counter.
+//! touch / end (by the guard, a handle, or the id — also the id of a session long gone, whose
+//! slot a later start may have reused) / clone-handle / drop / forget / advance-the-clock /
+//! reap / snapshot, run against the tracker and against a plain model, for every counter.
 //!
 //! Checked after every step: the snapshot equals the model's counts (so `active = started -
 //! ended`, phases sum to `active`, reasons sum to `ended`), every `end` returns `true` exactly
 //! when the model had the session live (nothing ends twice), reaping ends exactly the sessions
-//! the model says are idle, and the registry lists exactly the live sessions.
+//! the model says are idle, the registry lists exactly the live sessions, and no two sessions
+//! ever had the same id (a reused slot's id is new).
 //!
 //! Cases: `PROPTEST_CASES` (default 256), read here because `Config::with_cases` ignores it.
 
@@ -51,6 +53,7 @@ enum Step {
     TouchByHandle(usize),
     End(usize, EndReason),
     EndByHandle(usize, EndReason),
+    EndById(usize, EndReason),
     CloneHandle(usize),
     Drop(usize),
     Forget(usize),
@@ -83,6 +86,7 @@ impl ReferenceStateMachine for Model {
             1 => (0..h).prop_map(Step::TouchByHandle),
             2 => (0..n, reason()).prop_map(|(i, r)| Step::End(i, r)),
             2 => (0..h, reason()).prop_map(|(i, r)| Step::EndByHandle(i, r)),
+            2 => (0..n, reason()).prop_map(|(i, r)| Step::EndById(i, r)),
             2 => (0..n).prop_map(Step::CloneHandle),
             1 => (0..n).prop_map(Step::Drop),
             1 => (0..n).prop_map(Step::Forget),
@@ -100,6 +104,7 @@ impl ReferenceStateMachine for Model {
             Step::Forget(i) | Step::CloneHandle(i) => guard(i),
             Step::TouchByHandle(h) | Step::EndByHandle(h, _) => h < state.handles.len(),
             Step::SetPhaseByHandle(h, _) => h < state.handles.len(),
+            Step::EndById(i, _) => i < state.sessions.len(),
             Step::Start | Step::Advance(_) | Step::Reap(_) | Step::Snapshot => true,
         }
     }
@@ -136,6 +141,7 @@ impl ReferenceStateMachine for Model {
                 let i = state.handles[h];
                 state.expect_end = end(&mut state.sessions[i], reason);
             }
+            Step::EndById(i, reason) => state.expect_end = end(&mut state.sessions[i], reason),
             Step::CloneHandle(i) => state.handles.push(i),
             Step::Drop(i) => {
                 state.sessions[i].guard = false;
@@ -220,6 +226,9 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
             Step::EndByHandle(h, reason) => {
                 assert_eq!(sys.handles[h].end(reason), model.expect_end);
             }
+            Step::EndById(i, reason) => {
+                assert_eq!(sys.tracker.end(sys.ids[i], reason), model.expect_end);
+            }
             Step::CloneHandle(i) => {
                 let handle = guard(&sys, i).handle();
                 sys.handles.push(handle);
@@ -268,6 +277,8 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
             listed, expected,
             "the registry lists exactly the live sessions"
         );
+        let distinct: BTreeSet<_> = sys.ids.iter().collect();
+        assert_eq!(distinct.len(), sys.ids.len(), "two sessions had one id");
         for (handle, &i) in sys.handles.iter().zip(&model.handles) {
             let m = &model.sessions[i];
             assert_eq!(handle.phase(), m.ended.is_none().then_some(m.phase));
@@ -282,7 +293,8 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
     }
 
     fn teardown(sys: System<C>, _: Model) {
-        // Reap the forgotten guards so the tracker (and its counters) can be freed.
+        // Reap the forgotten guards so nothing is left counted. (Their slots stay referenced,
+        // so the tracker state is never freed: a forgotten guard is a leak by definition.)
         sys.tracker
             .reap_at(sys.base + Duration::from_secs(1 << 40), Duration::ZERO);
         drop(sys);
