@@ -505,3 +505,46 @@ mod tests {
         assert_eq!(names[0], "ceiling");
     }
 }
+
+// === impl SlabFloor ===
+
+/// The least a session tracker built on `sharded-slab` (the registry `livecount-session` had
+/// before its slot table) does per session: the `PerThread` counter's increment and decrement
+/// plus one slab `insert` and `remove` of an empty entry — no state word, no reasons, no
+/// clock, no walkable journal. Only the lifecycle workload runs it, on threads, to show
+/// whether a slab-based tracker could meet the tracker's cost target at all.
+#[derive(Debug, Default)]
+pub struct SlabFloor {
+    counter: livecount::PerThread,
+    slab: sharded_slab::Slab<()>,
+}
+
+impl Contender for SlabFloor {
+    const NAME: &'static str = "PerThread+sharded-slab floor";
+    const IMPORT: &'static str = "sharded_slab::Slab";
+    const KIND: Kind = Kind::Peer;
+    type Token = (usize, <livecount::PerThread as Counter>::Token);
+    type Local = ();
+
+    fn new(_: usize) -> Self {
+        SlabFloor::default()
+    }
+
+    fn local(&self) {}
+
+    #[inline]
+    fn start(&self, (): &()) -> Self::Token {
+        let key = self.slab.insert(()).expect("far below the slab's capacity");
+        (key, self.counter.increment())
+    }
+
+    #[inline]
+    fn end(&self, (): &(), (key, token): Self::Token) {
+        self.slab.remove(key);
+        self.counter.decrement(token);
+    }
+
+    fn read(&self) -> i64 {
+        i64::try_from(self.counter.load()).unwrap_or(i64::MAX)
+    }
+}

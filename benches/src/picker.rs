@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::contender::{self, Contender, Live, LiveName, Tracked, Visit};
+use crate::contender::{self, Contender, Live, LiveName, SlabFloor, Tracked, Visit};
 use crate::machine::{self, Machine};
 use crate::plan::{self, Ctx, Mode, Plan, Point, VisitLifecycle};
 use crate::rank;
@@ -236,7 +236,8 @@ pub fn measure(opts: &Options) -> Results {
     let cores = machine::cores();
     let plan = Plan::new(opts.mode, cores, opts.threads, opts.reader());
     let contenders = contender::all();
-    let lifecycle_runs = 2 * 4 * plan.points("lifecycle").len();
+    // Bare and tracked, for each of the four counters; plus the slab floor on threads.
+    let lifecycle_runs = 2 * 4 * plan.points("lifecycle").len() + plan.lifecycle.len();
     let timed_points: usize = plan::WORKLOADS
         .iter()
         .filter(|w| !matches!(**w, "lifecycle" | "memory"))
@@ -495,6 +496,10 @@ impl VisitLifecycle for Sweeper<'_> {
             self.record(C::NAME, point, &bare);
             let tracked = self.samples::<Tracked<C>>(point);
             self.record(C::SESSION_NAME, point, &tracked);
+            if C::NAME == "PerThread" && matches!(point, Point::Lifecycle(_)) {
+                let floor = self.samples::<SlabFloor>(point);
+                self.record(SlabFloor::NAME, point, &floor);
+            }
         }
     }
 }

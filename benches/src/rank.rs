@@ -235,6 +235,23 @@ fn best_live(
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
+/// What a `sharded-slab` tracker could do at best (the lifecycle workload's slab floor), as a
+/// clause for the tracked target: "" when the run has no floor figures.
+fn slab_floor(figures: &[Figure], atomic_1: f64, atomic_2: f64) -> String {
+    const FLOOR: &str = "PerThread+sharded-slab floor";
+    let at = |t: &str| find(figures, "lifecycle", FLOOR, t, PAIRS_PER_S).map(|f| f.median);
+    match (at("1"), at("2")) {
+        (Some(f1), Some(f2)) => format!(
+            " (the sharded-slab floor — insert + remove + the PerThread pair, nothing else: \
+             {:.1} ns = {:.1}× at 1 thread, {:.2}× at 2)",
+            1e9 / f1,
+            atomic_1 / f1,
+            f2 / atomic_2
+        ),
+        _ => String::new(),
+    }
+}
+
 /// Evaluates the targets on `figures`.
 pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
     let at = |name: &str, t: &str| find(figures, "threads", name, t, PAIRS_PER_S).map(|f| f.median);
@@ -321,12 +338,13 @@ pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
             (Some((n1, v1)), Some(a1), Some((n2, v2)), Some(a2)) => Target {
                 goal: TRACKED.into(),
                 measured: format!(
-                    "1 thread: {n1} {:.1} ns vs {:.1} ns = {:.1}×; 2 threads: {n2} {}/s = {:.2}× AtomicI64",
+                    "1 thread: {n1} {:.1} ns vs {:.1} ns = {:.1}×; 2 threads: {n2} {}/s = {:.2}× AtomicI64{}",
                     1e9 / v1,
                     1e9 / a1,
                     a1 / v1,
                     si(v2),
-                    v2 / a2
+                    v2 / a2,
+                    slab_floor(figures, a1, a2)
                 ),
                 met: Some(a1 / v1 <= 2.0 && v2 / a2 >= 2.0),
             },
