@@ -142,3 +142,54 @@ fn sum(for_each: &mut impl FnMut(&mut dyn FnMut(&Pair)), half: impl Fn(&Pair) ->
     for_each(&mut |pair| total = total.wrapping_add(half(pair)));
     total
 }
+
+#[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// A read over one cell into which `starts[i]` sessions start just before the read's
+    /// `i`-th pass over the cells (each attempt makes three: `started`, `ended`, `started`,
+    /// so attempt `k`'s slack is `starts[3k + 1] + starts[3k + 2]`). Returns the totals and
+    /// how many passes the read made.
+    fn scripted(starts: &[u64]) -> (Totals, usize) {
+        let pair = Pair::new();
+        let passes = Cell::new(0);
+        let totals = read(|f| {
+            for _ in 0..starts.get(passes.get()).copied().unwrap_or(0) {
+                pair.add(Half::Started);
+            }
+            passes.set(passes.get() + 1);
+            f(&pair);
+        });
+        (totals, passes.get())
+    }
+
+    #[test]
+    fn a_quiet_read_takes_one_attempt() {
+        let (totals, passes) = scripted(&[5]);
+        assert_eq!((totals.started, totals.ended, passes), (5, 0, 3));
+    }
+
+    #[test]
+    fn slack_within_an_eighth_of_the_value_is_tight_enough() {
+        // 100 starts during the attempt, 1 000 active: 100 ≤ 1 000 / 8.
+        let (totals, passes) = scripted(&[900, 100]);
+        assert_eq!((totals.started, passes), (1_000, 3));
+    }
+
+    #[test]
+    fn a_loose_read_is_retried_and_the_tightest_attempt_returned() {
+        // Slacks 1 000, 200, 500: each above SLACK_FLOOR and an eighth of the value.
+        let (totals, passes) = scripted(&[0, 1_000, 0, 0, 200, 0, 0, 500, 0]);
+        assert_eq!(passes, 3 * READ_ATTEMPTS);
+        assert_eq!(totals.started, 1_200, "not the tightest attempt");
+    }
+
+    #[test]
+    fn among_equally_tight_attempts_the_first_is_returned() {
+        let (totals, passes) = scripted(&[0, 300, 0, 0, 300, 0, 0, 300, 0]);
+        assert_eq!((totals.started, passes), (300, 9));
+    }
+}

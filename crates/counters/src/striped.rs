@@ -227,3 +227,44 @@ impl Counter for Striped {
         Some(self.read())
     }
 }
+
+#[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// Contended at its cap of 2 stripes, a `Striped` only ever touches cells 0 and 1: the
+    /// first two buckets of its table, never a third (a wrong mask would map probes past the
+    /// stripes and allocate cells no read needs).
+    #[test]
+    fn stripes_stay_within_their_cells() {
+        let counter = Striped::with_max_stripes(2);
+        let stop = AtomicBool::new(false);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        std::thread::scope(|s| {
+            for _ in 0..6 {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        let t = counter.increment();
+                        counter.decrement(t);
+                    }
+                });
+            }
+            while counter.stripes() < 2 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Collisions at the cap rehash probes all over the u32 range meanwhile.
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(counter.stripes(), 2);
+        assert!(
+            counter.cells.buckets_in_use() <= 2,
+            "{}",
+            counter.cells.buckets_in_use()
+        );
+        assert_eq!(counter.load(), 0);
+    }
+}

@@ -99,6 +99,8 @@ pub(crate) fn current() -> Option<usize> {
 /// First use on this thread (or teardown): registers, and caches the index for `current`.
 #[cold]
 fn register() -> Option<usize> {
+    #[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
+    tests::REGISTER_CALLS.with(|n| n.set(n.get() + 1));
     REGISTRATION
         .try_with(|r| {
             sync::index_cache::set(Some(r.index));
@@ -138,6 +140,26 @@ pub(crate) fn rehash(probe: u32) -> u32 {
 #[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
 mod tests {
     use super::*;
+
+    std::thread_local! {
+        /// How often this thread took `current`'s slow path.
+        pub(super) static REGISTER_CALLS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// The index cache is what keeps `current` to one thread-local load: after the first
+    /// call registers, no later call on the thread takes the slow path again.
+    #[test]
+    fn only_the_first_lookup_on_a_thread_registers() {
+        std::thread::spawn(|| {
+            let first = current();
+            for _ in 0..1_000 {
+                assert_eq!(current(), first);
+            }
+            assert_eq!(REGISTER_CALLS.with(Cell::get), 1);
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn pool_hands_out_the_lowest_free_index() {

@@ -106,3 +106,68 @@ fn thread_churn_reuses_indices_and_memory_stays_bounded() {
         "{allocated} cells after 200 sequential threads: {debug}"
     );
 }
+
+/// `Sharded`'s shard count: a power of two, at least 1, twice the parallelism by default.
+#[test]
+fn sharded_rounds_its_shards_to_a_power_of_two() {
+    assert_eq!(livecount::Sharded::with_shards(5).shards(), 8);
+    assert_eq!(livecount::Sharded::with_shards(4).shards(), 4);
+    assert_eq!(livecount::Sharded::with_shards(0).shards(), 1);
+    let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+    assert_eq!(
+        livecount::Sharded::new().shards(),
+        (2 * cpus).next_power_of_two()
+    );
+}
+
+/// A token's `Debug` names it and nothing else (it carries no count to show).
+#[test]
+fn a_token_debugs_as_its_name() {
+    let counter = livecount::PerThread::new();
+    let token = counter.increment();
+    assert_eq!(format!("{token:?}"), "Token");
+    counter.decrement(token);
+}
+
+/// Under contention `Striped` doubles its stripes on collisions until the cap, and never
+/// past it: every count observed on the way is a power of two within the cap, the cap is
+/// reached (16 stripes, 8 threads: collisions keep coming until the threads are spread), and
+/// half a second more of contention at the cap does not take it further.
+#[test]
+fn contention_grows_the_stripes_to_the_cap_and_no_further() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let counter = Arc::new(Striped::with_max_stripes(16));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let stop = AtomicBool::new(false);
+    let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..1_000 {
+                        let t = counter.increment();
+                        counter.decrement(t);
+                    }
+                    seen.lock().unwrap().insert(counter.stripes());
+                }
+            });
+        }
+        while counter.stripes() < counter.max_stripes() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let seen = seen.into_inner().unwrap();
+    assert!(
+        seen.iter()
+            .all(|&n| n <= 16 && (n == 0 || n.is_power_of_two())),
+        "stripe counts seen: {seen:?}"
+    );
+    assert_eq!(
+        counter.stripes(),
+        16,
+        "the cap was not reached in 30 s: {seen:?}"
+    );
+    assert_eq!(counter.totals().unwrap().active(), 0);
+}

@@ -54,4 +54,50 @@ fn dropping_a_counter_frees_its_cells() {
         0,
         "PerThread leaked its cells"
     );
+    dropping_a_counter_frees_buckets_past_the_first();
+}
+
+/// Several threads on one `PerThread` use thread indices past 0, so the counter allocates
+/// buckets past the first (bucket `k` holds `2^k` cells): dropping it frees each with its own
+/// size. Called from the one test, so no other test allocates meanwhile.
+fn dropping_a_counter_frees_buckets_past_the_first() {
+    // Warm up (the index pool's free list grows to hold six indices). Spawning and joining
+    // threads leaves a few bytes of its own behind each time (56 here, without any counter),
+    // so the measure is against the same threads that touch no counter.
+    six_threads(true);
+    let threads_alone = six_threads(false);
+    assert_eq!(
+        six_threads(true) - threads_alone,
+        0,
+        "a bucket was freed with the wrong size"
+    );
+}
+
+/// Net bytes left after six threads, alive at once, count (if `count`) on one `PerThread`
+/// that is then dropped.
+fn six_threads(count: bool) -> isize {
+    use std::sync::{Arc, Barrier};
+    let before = NET.load(Ordering::Relaxed);
+    let counter = Arc::new(PerThread::new());
+    let barrier = Arc::new(Barrier::new(6));
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let (counter, barrier) = (Arc::clone(&counter), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                // All alive at once: six distinct indices, three buckets or more.
+                barrier.wait();
+                if count {
+                    let t = counter.increment();
+                    counter.decrement(t);
+                }
+                barrier.wait();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(counter.load(), 0);
+    drop(counter);
+    NET.load(Ordering::Relaxed) - before
 }

@@ -86,22 +86,8 @@ impl CoarseClock {
 
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod linux {
-    /// `struct timespec` on 64-bit Linux (glibc and musl): `time_t` and `long` are 64 bits.
-    #[repr(C)]
-    struct Timespec {
-        tv_sec: i64,
-        tv_nsec: i64,
-    }
-
-    /// `<linux/time.h>`: `#define CLOCK_MONOTONIC_COARSE 6`.
-    const CLOCK_MONOTONIC_COARSE: i32 = 6;
-
-    unsafe extern "C" {
-        fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
-        fn clock_getres(clock: i32, res: *mut Timespec) -> i32;
-    }
-
-    fn nanos(ts: &Timespec) -> Option<u64> {
+    /// A `timespec` as nanoseconds; `None` if negative or past `u64`.
+    pub(super) fn nanos(ts: &libc::timespec) -> Option<u64> {
         let secs = u64::try_from(ts.tv_sec).ok()?;
         let nanos = u64::try_from(ts.tv_nsec).ok()?;
         secs.checked_mul(1_000_000_000)?.checked_add(nanos)
@@ -110,28 +96,28 @@ mod linux {
     /// The coarse clock now, in nanoseconds; `None` if the kernel refuses.
     #[inline]
     pub(super) fn coarse_nanos() -> Option<u64> {
-        let mut ts = Timespec {
+        let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
         // SAFETY:
-        // - `clock_gettime` is the libc (vDSO) function with this signature on 64-bit Linux.
-        // - `ts` is a valid, writable `struct timespec` for the duration of the call.
-        let rc = unsafe { clock_gettime(CLOCK_MONOTONIC_COARSE, &mut ts) };
+        // - `clock_gettime` (libc, served by the vDSO) writes one `timespec` through the
+        //   pointer, which is valid and writable for the duration of the call.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
         if rc == 0 { nanos(&ts) } else { None }
     }
 
     /// The coarse clock's tick; `None` if the kernel has no such clock or it is no coarser
     /// than a microsecond (then it saves nothing worth its imprecision).
     pub(super) fn resolution() -> Option<u64> {
-        let mut ts = Timespec {
+        let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
         // SAFETY:
-        // - `clock_getres` is the libc function with this signature on 64-bit Linux.
-        // - `ts` is a valid, writable `struct timespec` for the duration of the call.
-        let rc = unsafe { clock_getres(CLOCK_MONOTONIC_COARSE, &mut ts) };
+        // - `clock_getres` writes one `timespec` through the pointer, which is valid and
+        //   writable for the duration of the call.
+        let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
         let tick = if rc == 0 { nanos(&ts)? } else { return None };
         // Coarser than a second would be a broken clock; finer than 1 µs, not coarse at all.
         (1_000..=1_000_000_000).contains(&tick).then_some(tick)
@@ -141,6 +127,74 @@ mod linux {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The clock moves with time: readings 30 ms apart are about 30 ms apart (within two
+    /// ticks of 4 ms, plus slack for a busy machine), and still never late.
+    #[test]
+    fn advances_with_the_time() {
+        let clock = CoarseClock::new();
+        let first = clock.now_nanos();
+        std::thread::sleep(Duration::from_millis(30));
+        let second = clock.now_nanos();
+        let after = Instant::now();
+        let moved = Duration::from_nanos(second - first);
+        assert!(
+            moved >= Duration::from_millis(20),
+            "moved {moved:?} in 30 ms"
+        );
+        assert!(clock.instant(second) <= after, "a reading from the future");
+    }
+
+    /// Instants and readings convert both ways, and instants before the base read as 0.
+    #[test]
+    fn readings_and_instants_round_trip() {
+        let clock = CoarseClock::new();
+        let t = clock.instant(0) + Duration::from_millis(5);
+        assert_eq!(clock.nanos_of(t), 5_000_000);
+        assert_eq!(clock.instant(clock.nanos_of(t)), t);
+        assert_eq!(
+            clock.nanos_of(clock.instant(0) - Duration::from_millis(1)),
+            0
+        );
+    }
+
+    /// On 64-bit Linux the clock is the coarse one (not the `Instant::now()` fallback): its
+    /// tick is between 1 µs and 1 s, and back-to-back readings repeat within a tick.
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    #[test]
+    fn is_the_coarse_clock_on_linux() {
+        let tick = linux::resolution().expect("CLOCK_MONOTONIC_COARSE has a tick");
+        assert!((1_000..=1_000_000_000).contains(&tick), "tick {tick} ns");
+        let clock = CoarseClock::new();
+        assert!(
+            clock.coarse_at_base.is_some(),
+            "fell back to Instant::now()"
+        );
+        let readings: Vec<u64> = (0..1_000).map(|_| clock.now_nanos()).collect();
+        assert!(
+            readings.windows(2).any(|w| w[0] == w[1]),
+            "no two back-to-back readings within one tick agree: not a coarse clock"
+        );
+        let a = linux::coarse_nanos().expect("the coarse clock reads");
+        std::thread::sleep(Duration::from_millis(30));
+        let b = linux::coarse_nanos().expect("the coarse clock reads");
+        assert!(
+            b - a >= 20_000_000,
+            "coarse clock moved {} ns in 30 ms",
+            b - a
+        );
+    }
+
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    #[test]
+    fn timespecs_convert_to_nanoseconds() {
+        let ts = |tv_sec, tv_nsec| libc::timespec { tv_sec, tv_nsec };
+        assert_eq!(linux::nanos(&ts(1, 5)), Some(1_000_000_005));
+        assert_eq!(linux::nanos(&ts(0, 0)), Some(0));
+        assert_eq!(linux::nanos(&ts(-1, 0)), None);
+        assert_eq!(linux::nanos(&ts(0, -1)), None);
+        assert_eq!(linux::nanos(&ts(i64::MAX, 0)), None);
+    }
 
     #[test]
     fn never_late_and_at_most_a_few_ticks_early() {
