@@ -17,6 +17,9 @@
 # pair reads and stripes) are tested again with the loom suite (`--iterate` skips the caught
 # ones), under target/mutants/<crate>-loom/; the report counts a mutant caught there as
 # caught ("by loom"). MUTANTS_LOOM=0 skips the pass.
+#
+# After adding tests for survivors: `scripts/mutants.sh CRATE -- --iterate` retests only the
+# mutants not caught before.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -107,7 +110,10 @@ for crate in "${crates[@]}"; do
             test_args+=("--cargo-test-arg=$a")
         done
         status=0
-        RUSTFLAGS="--cfg livecount_loom -C debug-assertions" \
+        # Preemption bound 2 (the models' own default is 3; three_enders alone takes 55 s
+        # there, 7 s at 2): about 20 s a mutant for the session suite.
+        LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} \
+            RUSTFLAGS="--cfg livecount_loom -C debug-assertions" \
             cargo mutants -p "$crate" --iterate --test-tool cargo --no-shuffle -o "$loom_dir" \
             "${files[@]}" "${test_args[@]}" "${extra[@]}" || status=$?
         case $status in

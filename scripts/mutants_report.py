@@ -30,9 +30,16 @@ def rate(c):
 
 
 def outcomes_of(path):
-    """(data, [(kind, file, name)]) of one outcomes.json, without the baseline."""
+    """(data, [(kind, file, name)]) of one outcomes.json, without the baseline, plus the
+    mutants an earlier run caught (`--iterate` lists them in previously_caught.txt and does
+    not test them again)."""
     data = json.loads(path.read_text())
     result = []
+    previously = path.parent / "previously_caught.txt"
+    if previously.exists():
+        for name in previously.read_text().splitlines():
+            if name.strip():
+                result.append(("caught", name.split(":", 1)[0], name.strip()))
     for o in data["outcomes"]:
         if not isinstance(o["scenario"], dict):
             continue  # the baseline

@@ -427,3 +427,108 @@ impl<C: Counter> std::fmt::Debug for Lifecycle<C> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(all(test, not(livecount_loom)))]
+mod tests {
+    use livecount::Single;
+
+    use super::*;
+
+    fn tally() -> Tally<Single> {
+        Tally::new(Single::new(), Single::new())
+    }
+
+    fn word<C: Counter>(life: &Lifecycle<C>) -> u64 {
+        life.state.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_free_slot_is_ended_unreferenced_and_of_no_generation() {
+        let life = Lifecycle::<Single>::new();
+        assert_eq!(
+            (
+                word(&life) & ENDED,
+                refs(word(&life)),
+                generation(word(&life))
+            ),
+            (ENDED, 0, 0)
+        );
+        assert!(!life.try_acquire(None), "a free slot was acquired");
+        assert!(!life.try_acquire(Some(0)));
+    }
+
+    #[test]
+    fn activation_publishes_one_reference_and_the_next_generation() {
+        let tally = tally();
+        let life = Lifecycle::new();
+        assert_eq!(life.activate(&tally), 1);
+        let state = word(&life);
+        assert_eq!((refs(state), generation(state), state & ENDED), (1, 1, 0));
+        assert_eq!(life.phase(), Some(Phase::Listening));
+        assert_eq!(life.generation(), 1);
+        assert_eq!(tally.total.load(), 1);
+        // End it, free it, reuse it: the generation moves on.
+        assert!(life.end(EndReason::Completed, &tally));
+        let freed = life.release_ended().expect("the only reference");
+        assert_eq!(
+            (refs(freed), refs(word(&life))),
+            (0, 0),
+            "the freed word keeps a reference"
+        );
+        assert_eq!(life.activate(&tally), 2);
+        assert_eq!(refs(word(&life)), 1);
+        assert!(life.end(EndReason::Completed, &tally)); // its counter token goes back
+    }
+
+    #[test]
+    fn the_generation_skips_zero_when_it_wraps() {
+        let tally = tally();
+        let life = Lifecycle::<Single>::new();
+        life.state.store(
+            (u64::from(u32::MAX) << GEN_SHIFT) | ENDED,
+            Ordering::Relaxed,
+        );
+        assert_eq!(life.activate(&tally), 1, "generation 0 names no session");
+        assert!(life.end(EndReason::Completed, &tally)); // its counter token goes back
+    }
+
+    #[test]
+    fn references_count_one_by_one_and_the_last_release_frees() {
+        let tally = tally();
+        let life = Lifecycle::new();
+        life.activate(&tally);
+        life.add_ref();
+        assert_eq!(refs(word(&life)), 2);
+        assert!(life.try_acquire(Some(1)));
+        assert_eq!(refs(word(&life)), 3);
+        assert!(
+            !life.try_acquire(Some(2)),
+            "another generation's id acquired the slot"
+        );
+        assert_eq!(refs(word(&life)), 3);
+        assert_eq!(life.release(), None);
+        assert_eq!(refs(word(&life)), 2);
+        assert!(life.end(EndReason::Failed, &tally));
+        assert!(!life.try_acquire(None), "an ended session was acquired");
+        assert_eq!(life.release_ended(), None, "freed with a reference left");
+        assert_eq!(refs(word(&life)), 1);
+        let last = life.release().expect("the last reference");
+        assert_eq!((refs(last), last & ENDED), (0, ENDED));
+        assert_eq!(reason_of(last), Some(EndReason::Failed));
+        assert_eq!(refs(word(&life)), 0);
+    }
+
+    #[test]
+    fn the_state_word_helpers_read_their_fields() {
+        let state = (7u64 << GEN_SHIFT) | (3 * REF) | ENDED | (2 << REASON_SHIFT) | PHASE;
+        assert_eq!((generation(state), refs(state)), (7, 3));
+        assert_eq!(reason_of(state), EndReason::from_index(2));
+        assert_eq!(reason_of(state & !ENDED), None);
+        assert_eq!(refs(REFS_MAX << REFS_SHIFT), REFS_MAX);
+        assert_eq!(
+            generation(REFS_MAX << REFS_SHIFT),
+            0,
+            "the references spill into GEN"
+        );
+    }
+}

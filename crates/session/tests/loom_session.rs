@@ -513,3 +513,37 @@ fn assert_balanced_tagged(tracker: &SessionTracker<Single, u32>, sessions: u64) 
         "{s:?}"
     );
 }
+
+/// A waker that counts nothing; its `Arc`'s strong count says who still holds a clone.
+struct Held;
+
+impl std::task::Wake for Held {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
+/// The owner's poll registers its waker while a handle ends the session: if the end lands
+/// between the registration and the poll's announcing `fetch_or`, nobody wakes (or takes)
+/// the waker; freeing the slot must drop it, or the slot would keep the task's waker for as
+/// long as the slot sits unused.
+#[test]
+fn a_freed_slot_keeps_no_waker() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::default();
+        let session = tracker.start();
+        let handle = session.handle();
+        let ender = thread::spawn(move || {
+            handle.end(EndReason::Shutdown);
+        });
+        let held = std::sync::Arc::new(Held);
+        let waker = std::task::Waker::from(std::sync::Arc::clone(&held));
+        let _ = session.poll_ended(&mut std::task::Context::from_waker(&waker));
+        ender.join().unwrap();
+        drop(session);
+        drop(waker);
+        assert_eq!(
+            std::sync::Arc::strong_count(&held),
+            1,
+            "the freed slot kept a clone of the waker"
+        );
+    });
+}

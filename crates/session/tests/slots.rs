@@ -120,3 +120,48 @@ fn a_handle_keeps_its_slot_from_reuse() {
     );
     assert_ne!(third.id(), held);
 }
+
+/// A session's references (guard, handles, walkers) live in 23 bits of its state word. Like
+/// `Arc`, cloning past the limit aborts the process rather than carry into the generation:
+/// a child process clones handles until it dies, and must die by `SIGABRT` with exactly the
+/// documented number held (2^23 − 2 references: the guard and 2^23 − 3 handles).
+#[test]
+fn too_many_handles_abort_before_the_count_overflows() {
+    const MOST: u64 = (1 << 23) - 3;
+    if std::env::var_os("LIVECOUNT_REFS_CHILD").is_some() {
+        let tracker = SessionTracker::new();
+        let session = tracker.start();
+        let mut handles = Vec::with_capacity(1 << 23);
+        for held in 1..=MOST + 8 {
+            handles.push(session.handle());
+            if held + 2 >= MOST {
+                eprintln!("held {held}");
+            }
+        }
+        eprintln!("no abort");
+        std::process::exit(0);
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "too_many_handles_abort_before_the_count_overflows",
+            "--nocapture",
+        ])
+        .env("LIVECOUNT_REFS_CHILD", "1")
+        .output()
+        .expect("run the child");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(6),
+            "not aborted: {:?}\n{stderr}",
+            out.status
+        );
+    }
+    assert!(!stderr.contains("no abort"), "{stderr}");
+    let last = stderr.lines().rfind(|l| l.starts_with("held "));
+    assert_eq!(last, Some(format!("held {MOST}").as_str()), "{stderr}");
+}
