@@ -86,7 +86,7 @@ fn a_snapshot_describes_itself() {
         |s| s.listening += 1,
         |s| s.generating = 0,
     ];
-    for (i, mut breaks) in broken.into_iter().enumerate() {
+    for (i, breaks) in broken.into_iter().enumerate() {
         let mut copy = s;
         breaks(&mut copy);
         assert!(!copy.is_consistent(), "break {i} went unnoticed: {copy:?}");
