@@ -59,9 +59,12 @@ struct Cli {
     #[arg(long = "max-bytes-per-counter", value_name = "B", allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_bytes: Option<u64>,
-    /// Where to write results [default: results/MACHINE-LABEL]
-    #[arg(long, value_name = "DIR")]
+    /// Where to write results [default: target/livecount-picker/MACHINE-LABEL]
+    #[arg(long, value_name = "DIR", conflicts_with = "update_results")]
     out: Option<PathBuf>,
+    /// Write the committed reference, results/MACHINE-LABEL, instead of under target/
+    #[arg(long)]
+    update_results: bool,
     /// Machine label [default: CPU model and cores]
     #[arg(long, value_name = "NAME")]
     label: Option<String>,
@@ -118,8 +121,11 @@ pub struct Options {
     pub readers_hz: u32,
     /// Byte limit per counter.
     pub max_bytes: Option<u64>,
-    /// Output directory (`None`: `results/<label>`).
+    /// Output directory (`None`: `target/livecount-picker/<label>`, or `results/<label>`
+    /// with `update_results`).
     pub out: Option<PathBuf>,
+    /// Write the committed reference under `results/`.
+    pub update_results: bool,
     /// Machine label override.
     pub label: Option<String>,
     /// Old results to compare with.
@@ -155,6 +161,7 @@ impl Options {
             readers_hz: cli.readers_hz,
             max_bytes: cli.max_bytes,
             out: cli.out,
+            update_results: cli.update_results,
             label: cli.label,
             compare: cli.compare,
             against: cli.against,
@@ -185,7 +192,7 @@ pub fn main_with(opts: &Options) -> Result<String, String> {
     let dir = opts
         .out
         .clone()
-        .unwrap_or_else(|| default_out(&results.machine.label));
+        .unwrap_or_else(|| default_out(&results.machine.label, opts.update_results));
     write(&results, &dir)?;
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut out = format!(
@@ -205,12 +212,18 @@ pub fn main_with(opts: &Options) -> Result<String, String> {
     Ok(out)
 }
 
-/// `results/<label>` in the workspace.
-fn default_out(label: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("results")
-        .join(label)
+/// `target/livecount-picker/<label>` in the workspace, so running the picker leaves the
+/// checkout clean; `results/<label>` (the committed reference) when asked to update it.
+fn default_out(label: &str, update_results: bool) -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if update_results {
+        workspace.join("results").join(label)
+    } else {
+        workspace
+            .join("target")
+            .join("livecount-picker")
+            .join(label)
+    }
 }
 
 /// Reads a `results.json`.
@@ -530,6 +543,14 @@ mod tests {
             (Duration::from_secs(60), machine::cores())
         );
         assert!(o.progress && !parse("--no-progress").unwrap().progress);
+        assert!(!o.update_results && parse("--update-results").unwrap().update_results);
+        assert!(
+            parse("--update-results --out x").is_err(),
+            "two destinations"
+        );
+        let label = "some-machine";
+        assert!(default_out(label, false).ends_with("target/livecount-picker/some-machine"));
+        assert!(default_out(label, true).ends_with("results/some-machine"));
         assert_eq!(
             parse("--threads 2 --threads 3").unwrap().threads,
             3,

@@ -267,11 +267,10 @@ impl<C: Counter> Lifecycle<C> {
         if let Some(token) = token {
             tally.total.decrement(token);
         }
-        // Last, so a woken task already sees the counts without this session.
-        if replaced & (OWNER_WAITS | HANDLES_WAIT) != 0 {
-            self.signal
-                .wake(replaced & OWNER_WAITS != 0, replaced & HANDLES_WAIT != 0);
-        }
+        // Last, so a woken task already sees the counts without this session. An end nobody
+        // waits on wakes nothing (`wake` tests the two bits this CAS already read).
+        self.signal
+            .wake(replaced & OWNER_WAITS != 0, replaced & HANDLES_WAIT != 0);
         true
     }
 
