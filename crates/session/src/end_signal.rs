@@ -74,6 +74,11 @@ impl EndSignal {
 
     /// Wakes the owner and/or every handle waiter. Called once, by the `end` winner.
     pub(crate) fn wake(&self, owner: bool, handles: bool) {
+        #[cfg(all(test, not(livecount_loom)))]
+        WAKE_CALLS.with(|calls| {
+            let (o, h) = calls.get();
+            calls.set((o + usize::from(owner), h + usize::from(handles)));
+        });
         if owner {
             self.owner.wake();
         }
@@ -92,6 +97,19 @@ impl EndSignal {
         self.owner.clear();
         lock(&self.handles).clear();
     }
+}
+
+#[cfg(all(test, not(livecount_loom)))]
+std::thread_local! {
+    /// How many owner wakes and waiter-list wakes this thread's ends asked for (tests only:
+    /// the WAITS bits exist so that an end nobody waits on wakes nothing).
+    static WAKE_CALLS: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// This thread's (owner, waiter-list) wake counts so far.
+#[cfg(all(test, not(livecount_loom)))]
+pub(crate) fn wake_calls() -> (usize, usize) {
+    WAKE_CALLS.with(std::cell::Cell::get)
 }
 
 impl fmt::Debug for EndSignal {

@@ -360,6 +360,10 @@ impl<C: Counter> Lifecycle<C> {
     /// Clears BUSY, publishing `phase`; if an `end` won meanwhile, returns the phase token
     /// on its behalf instead and reports `false`.
     fn release_busy(&self, mut state: u64, phase: Phase, tally: &Tally<C>) -> bool {
+        debug_assert!(
+            state & BUSY != 0,
+            "release_busy expects a word with BUSY set"
+        );
         loop {
             if state & ENDED != 0 {
                 // The winner saw BUSY and left the phase token to us: help it finish.
@@ -515,6 +519,29 @@ mod tests {
         assert_eq!((refs(last), last & ENDED), (0, ENDED));
         assert_eq!(reason_of(last), Some(EndReason::Failed));
         assert_eq!(refs(word(&life)), 0);
+    }
+
+    /// An end nobody waits on wakes nothing and takes no lock; an owner's registration makes
+    /// the end wake the owner's slot only.
+    #[test]
+    fn only_registered_waiters_are_woken() {
+        let tally = tally();
+        let life = Lifecycle::new();
+        life.activate(&tally);
+        let before = crate::end_signal::wake_calls();
+        assert!(life.end(EndReason::Completed, &tally));
+        assert_eq!(
+            crate::end_signal::wake_calls(),
+            before,
+            "an end nobody waits on woke"
+        );
+        life.release_ended();
+        life.activate(&tally);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(life.poll_end_owner(&mut cx).is_pending());
+        assert!(life.end(EndReason::Completed, &tally));
+        let after = crate::end_signal::wake_calls();
+        assert_eq!((after.0 - before.0, after.1 - before.1), (1, 0));
     }
 
     #[test]
