@@ -92,9 +92,10 @@
 //!
 //! Measured numbers live in the repository's `results/` folder; `cargo run --release` in the
 //! repository runs the picker on your machine and names the counter to import for your
-//! workload. Ballpark, on a 2-core Xeon VM with 2 threads starting and ending sessions:
-//! `PerThread` ~305 M start+end pairs/s (11.5× `AtomicI64`, about half the physical ceiling
-//! of a plain store per thread), `Sharded` ~108 M, `Striped` ~80 M, `Single` ~27 M.
+//! workload. In the committed run (`results/intel-r-xeon-r-processor-2c/REPORT.md`: a 2-core
+//! Xeon VM, 2 threads starting and ending sessions; ballpark, ±20 % run to run): `PerThread`
+//! 418.9 M start+end pairs/s (14.9× `AtomicI64`, 58 % of the physical ceiling of a plain
+//! store per thread), `Sharded` 109.0 M, `Striped` 82.7 M, `Single` 28.5 M.
 //!
 //! # Implementation notes
 //!

@@ -98,11 +98,12 @@ fn thread_churn_reuses_indices_and_memory_stays_bounded() {
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no allocated_cells in {debug}"));
-    // At least two indices were in use at once (this thread's and a churning one's), so
-    // the buckets of 1 and 2 cells exist: 2^k − 1 cells for k ≥ 2. Other tests' threads in
-    // this process may hold indices too: a few buckets at most.
+    // Two indices at a time (this thread's and a churning one's) need a bucket or two. Other
+    // tests' threads in this process (`cargo test` runs them side by side) may hold the low
+    // indices, which moves ours into later buckets: still a few buckets, never the 255
+    // cells a leaked index per thread would take.
     assert!(
-        allocated >= 3 && (allocated + 1).is_power_of_two() && allocated <= 63,
+        (1..=63).contains(&allocated),
         "{allocated} cells after 200 sequential threads: {debug}"
     );
 }

@@ -50,11 +50,21 @@ fn dropping_a_counter_frees_its_cells() {
     // ≥ 128 000 bytes; nothing else here allocates.
     // (`Striped` shares the cell table, but one thread never opens its stripes.)
     assert_eq!(
-        net_after(1_000, PerThread::new),
+        settled(|| net_after(1_000, PerThread::new)),
         0,
         "PerThread leaked its cells"
     );
     dropping_a_counter_frees_buckets_past_the_first();
+}
+
+/// The net bytes of the quietest of three tries of `f`. Rarely, the test harness's own
+/// thread allocates during a measurement (seen once in a dozen `cargo test` runs, on the
+/// first run of a fresh build); a leak shows in every try, that does not.
+fn settled(f: impl Fn() -> isize) -> isize {
+    (0..3)
+        .map(|_| f())
+        .min_by_key(|n| n.unsigned_abs())
+        .expect("three tries")
 }
 
 /// Several threads on one `PerThread` use thread indices past 0, so the counter allocates
