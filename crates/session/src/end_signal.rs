@@ -117,3 +117,36 @@ impl fmt::Debug for EndSignal {
         f.debug_struct("EndSignal").finish_non_exhaustive()
     }
 }
+
+#[cfg(all(test, not(livecount_loom)))]
+mod tests {
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    use super::*;
+
+    struct Held;
+
+    impl Wake for Held {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    /// `clear` drops the owner's waker and every waiter's, unwoken.
+    #[test]
+    fn clear_drops_every_registered_waker() {
+        let held = Arc::new(Held);
+        let waker = Waker::from(Arc::clone(&held));
+        let signal = EndSignal::new();
+        signal.register_owner(&waker);
+        let (mut first, mut second) = (None, None);
+        signal.register_waiter(&mut first, &waker);
+        signal.register_waiter(&mut second, &waker);
+        assert_eq!(
+            Arc::strong_count(&held),
+            5,
+            "ours, the waker, the owner's, two waiters'"
+        );
+        signal.clear();
+        assert_eq!(Arc::strong_count(&held), 2, "clear kept a waker");
+    }
+}

@@ -508,3 +508,66 @@ async fn stopped_names_an_end_from_elsewhere_with_its_reason() {
         assert_eq!(end.reason(), reason);
     }
 }
+
+/// An unbounded deadline (`Duration::MAX`) saturates far in the future instead of
+/// overflowing: a year of (paused) time later the stream still runs, still counted.
+#[tokio::test(start_paused = true)]
+async fn an_unbounded_deadline_does_not_fire() {
+    let tracker = SessionTracker::new();
+    let mut stream = pin!(tracker.track_stream(Never(None), Duration::MAX));
+    assert!(
+        poll_fn(|cx| Poll::Ready(stream.as_mut().poll_next(cx)))
+            .await
+            .is_pending()
+    );
+    tokio::time::advance(Duration::from_secs(365 * 24 * 3600)).await;
+    assert!(
+        poll_fn(|cx| Poll::Ready(stream.as_mut().poll_next(cx)))
+            .await
+            .is_pending()
+    );
+    assert_eq!((tracker.active(), stream.stopped()), (1, None));
+    let mut future = pin!(tracker.track(std::future::pending::<()>(), Duration::MAX));
+    tokio::time::advance(Duration::from_secs(365 * 24 * 3600)).await;
+    assert!(futures_poll_once(future.as_mut()).await.is_pending());
+    assert_eq!(tracker.active(), 2);
+}
+
+/// What a tracked future that did not finish says about it: a timeout is one, a cancel is
+/// not, and the message names the reason.
+#[tokio::test(start_paused = true)]
+async fn ended_early_says_why() {
+    let tracker = SessionTracker::new();
+    let timed_out = tracker
+        .track(std::future::pending::<()>(), Duration::from_millis(10))
+        .await
+        .unwrap_err();
+    assert!(timed_out.is_timeout());
+    assert_eq!(timed_out.reason, EndReason::TimedOut);
+    assert_eq!(
+        timed_out.to_string(),
+        "session ended (timed_out) before the future finished"
+    );
+    let mut cancelled = pin!(tracker.track(std::future::pending::<()>(), HOUR));
+    assert!(futures_poll_once(cancelled.as_mut()).await.is_pending());
+    tracker.end_all(EndReason::Cancelled);
+    let early = cancelled.await.unwrap_err();
+    assert!(!early.is_timeout());
+    assert_eq!(early.reason, EndReason::Cancelled);
+}
+
+/// A tracked stream's phase changes reach the tracker and say whether they applied.
+#[tokio::test]
+async fn a_tracked_streams_phase_changes_count() {
+    let tracker = SessionTracker::new();
+    let mut stream = pin!(tracker.track_stream(Never(None), HOUR));
+    assert!(stream.as_mut().set_phase(Phase::Generating));
+    assert_eq!(tracker.snapshot().generating, 1);
+    assert!(stream.as_mut().set_phase(Phase::Listening));
+    assert_eq!(tracker.snapshot().generating, 0);
+    tracker.end_all(EndReason::Shutdown);
+    assert!(
+        !stream.as_mut().set_phase(Phase::Generating),
+        "an ended stream changed phase"
+    );
+}
