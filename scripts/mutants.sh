@@ -105,6 +105,10 @@ for crate in "${crates[@]}"; do
         for f in ${LOOM_FILES[$crate]}; do
             files+=(-f "$f")
         done
+        loom_extra=()
+        for a in "${extra[@]}"; do
+            [[ $a == --iterate ]] || loom_extra+=("$a")
+        done
         test_args=(--cargo-test-arg=--release)
         for a in ${LOOM_TESTS[$crate]}; do
             test_args+=("--cargo-test-arg=$a")
@@ -115,7 +119,7 @@ for crate in "${crates[@]}"; do
         LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} \
             RUSTFLAGS="--cfg livecount_loom -C debug-assertions" \
             cargo mutants -p "$crate" --iterate --test-tool cargo --no-shuffle -o "$loom_dir" \
-            "${files[@]}" "${test_args[@]}" "${extra[@]}" || status=$?
+            "${files[@]}" "${test_args[@]}" "${loom_extra[@]}" || status=$?
         case $status in
             0 | 2 | 3) ;;
             *) echo "mutants.sh: the loom pass failed on $crate (exit $status)" >&2; exit "$status" ;;
