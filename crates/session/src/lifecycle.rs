@@ -542,6 +542,15 @@ mod tests {
         assert!(life.end(EndReason::Completed, &tally));
         let after = crate::end_signal::wake_calls();
         assert_eq!((after.0 - before.0, after.1 - before.1), (1, 0));
+        // A handle's waiter: the end wakes the waiter list only.
+        life.release_ended();
+        life.activate(&tally);
+        let mut place = None;
+        assert!(life.poll_end_waiter(&mut place, &mut cx).is_pending());
+        assert!(life.end(EndReason::Completed, &tally));
+        let last = crate::end_signal::wake_calls();
+        assert_eq!((last.0 - after.0, last.1 - after.1), (0, 1));
+        life.forget_waiter(place);
     }
 
     #[test]

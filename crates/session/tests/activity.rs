@@ -49,7 +49,15 @@ fn a_session_starts_when_it_starts_and_touches_move_its_activity() {
     }
     // The reaper sees it too: idle for less than the 60 ms since the touch.
     assert!(tracker.reap(Duration::from_millis(40)).is_empty());
-    drop((by_guard, by_handle));
+    drop((by_guard, by_handle, handle));
+    // And finds a ghost: a guard that will never drop, idle for longer than zero.
+    std::mem::forget(tracker.start_with(3));
+    let reaped = tracker.reap(Duration::ZERO);
+    assert_eq!(
+        reaped.iter().map(|i| i.metadata).collect::<Vec<_>>(),
+        [Some(3)]
+    );
+    assert_eq!(tracker.active(), 0);
 }
 
 #[test]
