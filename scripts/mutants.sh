@@ -94,6 +94,9 @@ for crate in "${crates[@]}"; do
         *) echo "mutants.sh: cargo-mutants failed on $crate (exit $status)" >&2; exit "$status" ;;
     esac
     tree_commit > "target/mutants/$crate/commit.txt"
+    # The tree's mutants as of this run: the report counts these, so the old names of
+    # mutants whose lines moved between an earlier run and an --iterate one drop out.
+    cargo mutants --list -p "$crate" > "target/mutants/$crate/list.txt"
 
     if [[ ${MUTANTS_LOOM:-1} != 0 && -v LOOM_TESTS[$crate] ]]; then
         echo "=== $crate: loom pass over the mutants missed in ${LOOM_FILES[$crate]}"

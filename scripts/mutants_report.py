@@ -29,17 +29,21 @@ def rate(c):
     return f"{100 * c['caught'] / judged:.1f} %" if judged else "—"
 
 
-def outcomes_of(path):
+def outcomes_of(path, with_previous=True):
     """(data, [(kind, file, name)]) of one outcomes.json, without the baseline, plus the
-    mutants an earlier run caught (`--iterate` lists them in previously_caught.txt and does
-    not test them again)."""
+    mutants an earlier run caught or found unviable (`--iterate` lists them in
+    previously_caught.txt and does not test them again)."""
     data = json.loads(path.read_text())
     result = []
     previously = path.parent / "previously_caught.txt"
-    if previously.exists():
-        for name in previously.read_text().splitlines():
-            if name.strip():
-                result.append(("caught", name.split(":", 1)[0], name.strip()))
+    if with_previous and previously.exists():
+        # Caught *or unviable* before (what --iterate skips): take each one's outcome from
+        # the earlier run, kept beside as mutants.out.old.
+        earlier = {name: (kind, file) for kind, file, name in
+                   outcomes_of(path.parent.parent / "mutants.out.old" / "outcomes.json", False)[1]}
+        for name in filter(None, map(str.strip, previously.read_text().splitlines())):
+            kind, file = earlier.get(name, ("caught", name.split(":", 1)[0]))
+            result.append((kind, file, name))
     for o in data["outcomes"]:
         if not isinstance(o["scenario"], dict):
             continue  # the baseline
@@ -58,6 +62,21 @@ def main(root, out):
         if crate_dir.name.endswith("-loom"):
             continue
         data, results = outcomes_of(outcomes)
+        listed = crate_dir / "list.txt"
+        if listed.exists():
+            # The mutants of the tree as it is now (mutants.sh lists them after each run):
+            # an --iterate run retests the ones whose names (lines) moved, so the earlier
+            # names of those are stale, and are dropped here.
+            now = set(filter(None, map(str.strip, listed.read_text().splitlines())))
+            newest = {}
+            for kind, file, name in results:
+                newest[name] = (kind, file, name)  # the iterate run's outcomes come last
+            untested = sorted(now - newest.keys())
+            if untested:
+                print(f"{crate_dir.name}: {len(untested)} mutants of the tree never tested, "
+                      f"e.g. {untested[0]} (run mutants.sh {crate_dir.name} -- --iterate)",
+                      file=sys.stderr)
+            results = [newest[name] for name in now if name in newest]
         loom = crate_dir.parent / f"{crate_dir.name}-loom" / "mutants.out" / "outcomes.json"
         by_loom = set()
         if loom.exists():

@@ -547,3 +547,27 @@ fn a_freed_slot_keeps_no_waker() {
         );
     });
 }
+
+/// Two samplers race: whichever publishes last, the published report is never older than
+/// one already published — a sample that lost the race is returned to its caller, not
+/// published over a newer one.
+#[test]
+fn racing_samplers_never_publish_an_older_report() {
+    model(3, || {
+        let tracker = SessionTracker::<Single>::default();
+        let reporter = Arc::new(Reporter::new(tracker));
+        let samplers: Vec<_> = (0..2)
+            .map(|_| {
+                let reporter = Arc::clone(&reporter);
+                thread::spawn(move || reporter.sample().snapshot.sequence)
+            })
+            .collect();
+        let taken: Vec<u64> = samplers.into_iter().map(|s| s.join().unwrap()).collect();
+        let published = reporter.latest().expect("both sampled").snapshot.sequence;
+        assert_eq!(
+            published,
+            *taken.iter().max().unwrap(),
+            "an older report won"
+        );
+    });
+}
