@@ -78,7 +78,13 @@ for crate in "${crates[@]}"; do
         test_args+=(-p "$t")
     done
     echo "=== $crate (tests: $crate ${TESTS[$crate]})"
-    mkdir -p "target/mutants/$crate"
+    mkdir -p "target/mutants/$crate/history"
+    # An --iterate run replaces mutants.out (keeping one .old): save each run's outcomes so the
+    # report can still tell the caught from the unviable of every earlier run.
+    if [[ -f "target/mutants/$crate/mutants.out/outcomes.json" ]]; then
+        n=$(find "target/mutants/$crate/history" -name '*.json' | wc -l)
+        cp "target/mutants/$crate/mutants.out/outcomes.json" "target/mutants/$crate/history/$((n + 1)).json"
+    fi
     status=0
     # cargo-mutants applies `--test-package` only to the mutated package in 27.1, so the
     # other packages go to the test command after `--`.

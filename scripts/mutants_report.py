@@ -38,9 +38,16 @@ def outcomes_of(path, with_previous=True):
     previously = path.parent / "previously_caught.txt"
     if with_previous and previously.exists():
         # Caught *or unviable* before (what --iterate skips): take each one's outcome from
-        # the earlier run, kept beside as mutants.out.old.
-        earlier = {name: (kind, file) for kind, file, name in
-                   outcomes_of(path.parent.parent / "mutants.out.old" / "outcomes.json", False)[1]}
+        # the earlier runs — the outcomes mutants.sh saved under history/ before each
+        # --iterate, then mutants.out.old — the latest run that tested it winning.
+        crate_dir = path.parent.parent
+        earlier = {}
+        for older in sorted((crate_dir / "history").glob("*.json"), key=lambda p: int(p.stem)) + [
+            crate_dir / "mutants.out.old" / "outcomes.json"
+        ]:
+            if older.exists():
+                for kind, file, name in outcomes_of(older, False)[1]:
+                    earlier[name] = (kind, file)
         for name in filter(None, map(str.strip, previously.read_text().splitlines())):
             kind, file = earlier.get(name, ("caught", name.split(":", 1)[0]))
             result.append((kind, file, name))

@@ -48,12 +48,12 @@ fn a_snapshot_describes_itself() {
     let tracker = SessionTracker::new();
     let mut talking = tracker.start();
     talking.set_phase(Phase::Generating);
-    let _silent = tracker.start();
+    let _silent = [tracker.start(), tracker.start()];
     tracker.start().end(EndReason::Cancelled);
     let s = tracker.snapshot();
     assert_eq!(
         (s.in_phase(Phase::Listening), s.in_phase(Phase::Generating)),
-        (1, 1)
+        (2, 1)
     );
     assert_eq!(
         (
