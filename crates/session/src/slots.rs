@@ -136,11 +136,20 @@ pub(crate) struct Header {
     /// free list. Freed at zero.
     refs: AtomicUsize,
     /// Live `SessionTracker` handles.
-    pub(crate) handles: AtomicUsize,
+    handles: AtomicUsize,
     /// Puts a batch of free slots in the pool (without releasing their references).
     pool_push: unsafe fn(NonNull<Header>, Vec<NonNull<()>>),
     /// Frees the whole tracker state.
     destroy: unsafe fn(NonNull<Header>),
+}
+
+impl Header {
+    /// Whether every tracker handle is gone: no new session can start on this state, so
+    /// free slots cached for it should go back and let it be freed.
+    fn is_dead(&self) -> bool {
+        // Acquire: pairs with the last handle's AcqRel decrement.
+        self.handles.load(Ordering::Acquire) == 0
+    }
 }
 
 /// Releases `n` references to the tracker state behind `header`, freeing it at zero.
@@ -477,10 +486,7 @@ mod free_list {
             // whose handles are all gone, so their state can be freed.
             self.0.retain_mut(|local| {
                 // SAFETY: the list holds a reference to its tracker state.
-                let dead = unsafe { local.header.as_ref() }
-                    .handles
-                    .load(Ordering::Acquire)
-                    == 0;
+                let dead = unsafe { local.header.as_ref() }.is_dead();
                 if dead {
                     // SAFETY: the list's references, given up with it.
                     unsafe { give_back(local.header, std::mem::take(&mut local.slots), 1) };
@@ -569,7 +575,7 @@ mod free_list {
     #[inline]
     pub(super) unsafe fn give(header: NonNull<Header>, slot: NonNull<()>) {
         // SAFETY: the slot's reference keeps the state alive.
-        let dead = unsafe { header.as_ref() }.handles.load(Ordering::Acquire) == 0;
+        let dead = unsafe { header.as_ref() }.is_dead();
         if !dead {
             let spilled = LISTS.try_with(|lists| {
                 let mut lists = lists.try_borrow_mut().ok()?;
