@@ -143,6 +143,7 @@ pub(crate) struct Header {
     destroy: unsafe fn(NonNull<Header>),
 }
 
+#[cfg(not(livecount_loom))] // only the thread-local free lists ask
 impl Header {
     /// Whether every tracker handle is gone: no new session can start on this state, so
     /// free slots cached for it should go back and let it be freed.
