@@ -239,7 +239,7 @@ impl Ctx {
 pub fn run<C: Contender>(ctx: &Ctx, point: Point, units: u64) -> Sample {
     let units = units.max(1);
     let c = Arc::new(C::new(point.writers(ctx.writers)));
-    match point {
+    let sample = match point {
         Point::Threads(t) | Point::Lifecycle(t) => workload::threads(&*c, t, units),
         Point::Handoff(p) | Point::LifecycleHandoff(p) => {
             workload::handoff(&*c, p, units * BATCH as u64)
@@ -247,7 +247,17 @@ pub fn run<C: Contender>(ctx: &Ctx, point: Point, units: u64) -> Sample {
         Point::Tasks(k) | Point::LifecycleTasks(k) => workload::tasks(&ctx.rt, &c, k, units),
         Point::ReadUnderWrite(r) => workload::read_under_write(&*c, ctx.writers, units, r),
         Point::Churn(t) => workload::churn(&*c, t, units, CHURN_PAIRS),
-    }
+    };
+    // Every session of the sample has ended: a contender still counting some lost or
+    // doubled an update, and no figure of it means anything.
+    let left = c.read();
+    assert_eq!(
+        left,
+        0,
+        "{} reads {left} after every session of {point:?} ended: a lost or doubled update",
+        C::NAME
+    );
+    sample
 }
 
 /// Something done once per livecount counter in the lifecycle workload, with the bare

@@ -1,16 +1,13 @@
 //! The Rust code generated from `proto/` is committed under `src/generated/`, so building
 //! the crate never needs `protoc`. This test regenerates it and checks the committed copy
-//! is current.
-//!
-//! It is `#[ignore]`d because it needs `protoc` (Debian: `apt-get install
-//! protobuf-compiler`). The heavy test phase (`scripts/test.sh`, run by `.ci/run`) runs
-//! ignored tests too; there, without `protoc`, the test prints why and passes (skips), so
-//! CI does not depend on apt for this check. With `protoc` installed it is a real check.
+//! is current, with the `protoc` that `protoc-bin-vendored` ships (or `$PROTOC`, if set):
+//! it always runs, and fails loudly on a platform the vendored binaries do not cover,
+//! instead of passing without a `protoc`.
 //!
 //! After editing a `.proto`, regenerate with:
 //!
 //! ```text
-//! LIVECOUNT_REGENERATE_PROTOS=1 cargo test -p livecount-report --test generated_protos -- --ignored
+//! LIVECOUNT_REGENERATE_PROTOS=1 cargo test -p livecount-report --test generated_protos
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -24,17 +21,24 @@ const PROTOS: &[&str] = &[
 /// The files generated, one per protobuf package.
 const GENERATED: &[&str] = &["xds.data.orca.v3.rs", "xds.service.orca.v3.rs"];
 
-fn protoc_available() -> bool {
-    let protoc = std::env::var_os("PROTOC").unwrap_or_else(|| "protoc".into());
-    std::process::Command::new(protoc)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+/// `$PROTOC` if set, else the vendored `protoc` for this platform.
+fn protoc() -> PathBuf {
+    if let Some(protoc) = std::env::var_os("PROTOC") {
+        return protoc.into();
+    }
+    protoc_bin_vendored::protoc_bin_path().unwrap_or_else(|e| {
+        panic!(
+            "no protoc: protoc-bin-vendored has none for this platform ({e}); \
+             set PROTOC to a protoc binary"
+        )
+    })
 }
 
 fn generate(out: &Path) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("proto");
     let protos: Vec<PathBuf> = PROTOS.iter().map(|p| root.join(p)).collect();
+    let mut config = tonic_prost_build::Config::new();
+    config.protoc_executable(protoc());
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
@@ -42,17 +46,12 @@ fn generate(out: &Path) {
         .build_transport(false)
         .emit_rerun_if_changed(false)
         .out_dir(out)
-        .compile_protos(&protos, &[root])
+        .compile_with_config(config, &protos, &[root])
         .expect("protoc compiles proto/");
 }
 
 #[test]
-#[ignore = "needs protoc; run by the heavy test phase (skips with a message without protoc)"]
 fn committed_generated_code_matches_the_protos() {
-    if !protoc_available() {
-        eprintln!("SKIPPED: protoc not found; cannot check src/generated/ against proto/");
-        return;
-    }
     let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/generated");
     let dir = std::env::temp_dir().join(format!("livecount-protos-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -75,6 +74,6 @@ fn committed_generated_code_matches_the_protos() {
     assert!(
         stale.is_empty(),
         "src/generated/{stale:?} differ from what proto/ generates; regenerate with \
-         LIVECOUNT_REGENERATE_PROTOS=1 cargo test -p livecount-report --test generated_protos -- --ignored"
+         LIVECOUNT_REGENERATE_PROTOS=1 cargo test -p livecount-report --test generated_protos"
     );
 }
