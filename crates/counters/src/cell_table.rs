@@ -45,6 +45,47 @@ fn locate(index: usize) -> (usize, usize) {
     (bucket, n - (1 << bucket))
 }
 
+/// Where cell `index` lives, computed once per thread (and cached beside its index) so that an
+/// update does no arithmetic on the index: the bucket in the low 6 bits, the cell's byte
+/// offset in its bucket above them. Reading it back is a mask and a shift, and the mask
+/// proves the bucket in range, so the bucket load needs no bounds check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Location(usize);
+
+/// Bits of a [`Location`] holding the bucket (`BUCKETS` = 64 buckets).
+const BUCKET_BITS: u32 = BUCKETS.trailing_zeros();
+
+impl Location {
+    /// Cell `index`'s location; `None` for an index whose byte offset does not fit beside the
+    /// bucket (above 2^51 cells on 64-bit: never a thread count).
+    pub(crate) fn of(index: usize) -> Option<Location> {
+        let (bucket, offset) = locate(index);
+        let bytes = offset.checked_mul(size_of::<Slot>())?;
+        (bytes.leading_zeros() >= BUCKET_BITS).then_some(Location((bytes << BUCKET_BITS) | bucket))
+    }
+
+    /// The packed word, for a thread-local cache.
+    pub(crate) fn to_bits(self) -> usize {
+        self.0
+    }
+
+    /// A location from [`to_bits`](Self::to_bits). Any word decodes to a bucket in range; the
+    /// caller vouches that the word came from `to_bits`, or the offset may be out of its bucket.
+    pub(crate) fn from_bits(bits: usize) -> Location {
+        Location(bits)
+    }
+
+    #[inline]
+    fn bucket(self) -> usize {
+        self.0 & (BUCKETS - 1)
+    }
+
+    #[inline]
+    fn byte_offset(self) -> usize {
+        self.0 >> BUCKET_BITS
+    }
+}
+
 impl CellTable {
     pub(crate) fn new() -> Self {
         CellTable {
@@ -60,6 +101,28 @@ impl CellTable {
     }
 
     /// The cell at `index`, allocating its bucket if this is the first use.
+    /// The cell at `at`, allocating its bucket on first use.
+    #[inline]
+    pub(crate) fn at(&self, at: Location) -> &Pair {
+        let bucket = at.bucket();
+        // Acquire: as in `get_or_alloc`.
+        let mut base = self.buckets[bucket].load(Ordering::Acquire);
+        if base.is_null() {
+            base = self.allocate(bucket);
+        }
+        // SAFETY:
+        // - `base` is non-null and came from `allocate`, a `Box<[Slot]>` of `1 << bucket` slots;
+        // - `at` came from `Location::of` (its `from_bits` caller vouches), whose byte offset is
+        //   `offset * size_of::<Slot>()` for an `offset < 1 << bucket` (by `locate`): the
+        //   address is that slot's, in bounds and aligned;
+        // - the allocation is freed only in `Drop`, which takes `&mut self`, so it outlives the
+        //   returned borrow of `self`; slots are only ever accessed through shared references.
+        #[allow(unsafe_code)]
+        unsafe {
+            &*base.byte_add(at.byte_offset())
+        }
+    }
+
     #[inline]
     pub(crate) fn get_or_alloc(&self, index: usize) -> &Pair {
         let (bucket, offset) = locate(index);
@@ -165,6 +228,23 @@ mod tests {
         assert_eq!(locate(6), (2, 3));
         assert_eq!(locate(7), (3, 0));
         assert_eq!(locate(usize::MAX - 1), (63, (1 << 63) - 1));
+    }
+
+    #[test]
+    fn a_location_finds_the_cell_of_its_index() {
+        let table = CellTable::new();
+        for index in [0, 1, 2, 3, 6, 7, 100, 4_095, 70_000] {
+            let at = Location::of(index).expect("a thread-sized index");
+            assert_eq!(Location::from_bits(at.to_bits()), at);
+            assert_eq!(at.bucket(), locate(index).0, "index {index}");
+            assert!(
+                std::ptr::eq(table.at(at), table.get_or_alloc(index)),
+                "index {index}"
+            );
+        }
+        // Indices past what fits beside the bucket have no location.
+        assert!(Location::of(usize::MAX - 1).is_none());
+        assert!(Location::of(1 << 50).is_some());
     }
 
     #[test]

@@ -72,9 +72,10 @@ impl PerThread {
 
     #[inline]
     fn bump(&self, half: Half) {
-        match thread_id::current() {
-            // This thread holds `index` exclusively until it exits: it is the cell's only writer.
-            Some(index) => self.cells.get_or_alloc(index).add_owned(half),
+        match thread_id::current_location() {
+            // This thread holds its index (whose cell this is) exclusively until it exits: it
+            // is the cell's only writer.
+            Some(at) => self.cells.at(at).add_owned(half),
             None => self.overflow.add(half),
         }
     }

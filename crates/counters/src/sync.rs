@@ -28,8 +28,12 @@ mod imp {
     pub(crate) mod index_cache {
         use std::cell::Cell;
 
+        use crate::cell_table::Location;
+
         std::thread_local! {
             static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+            /// The index's `Location` bits (`usize::MAX`: none): what `PerThread` reads.
+            static LOCATION: Cell<usize> = const { Cell::new(usize::MAX) };
         }
 
         #[inline]
@@ -39,8 +43,17 @@ mod imp {
         }
 
         #[inline]
+        pub(crate) fn location() -> Option<Location> {
+            let bits = LOCATION.get();
+            // `usize::MAX` is no location's bits: its offset would not fit beside the bucket.
+            (bits != usize::MAX).then(|| Location::from_bits(bits))
+        }
+
+        #[inline]
         pub(crate) fn set(index: Option<usize>) {
             INDEX.set(index.unwrap_or(usize::MAX));
+            let location = index.and_then(Location::of);
+            LOCATION.set(location.map_or(usize::MAX, Location::to_bits));
         }
     }
 }
@@ -101,6 +114,11 @@ mod imp {
 pub(crate) mod model_index_cache {
     #[inline]
     pub(crate) fn get() -> Option<usize> {
+        None
+    }
+
+    #[inline]
+    pub(crate) fn location() -> Option<crate::cell_table::Location> {
         None
     }
 

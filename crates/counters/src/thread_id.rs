@@ -12,6 +12,7 @@ use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::cell_table::Location;
 use crate::sync::{self, thread_local};
 
 /// Free thread indices: everything at or above `next`, plus the released ones in `free`.
@@ -96,6 +97,17 @@ pub(crate) fn current() -> Option<usize> {
     }
 }
 
+/// Where the calling thread's cell lives in a [`CellTable`](crate::cell_table::CellTable),
+/// or `None` while the thread tears down its thread-locals (then the caller counts elsewhere).
+#[inline]
+pub(crate) fn current_location() -> Option<Location> {
+    // Fast path: as `current`, one thread-local load, and no arithmetic on the index.
+    match sync::index_cache::location() {
+        Some(location) => Some(location),
+        None => register().and_then(Location::of),
+    }
+}
+
 /// First use on this thread (or teardown): registers, and caches the index for `current`.
 #[cold]
 fn register() -> Option<usize> {
@@ -156,6 +168,21 @@ mod tests {
                 assert_eq!(current(), first);
             }
             assert_eq!(REGISTER_CALLS.with(Cell::get), 1);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The located fast path `PerThread` takes is cached too, and agrees with the index.
+    #[test]
+    fn locations_are_cached_and_match_the_index() {
+        std::thread::spawn(|| {
+            let at = current_location().expect("a live thread has a location");
+            for _ in 0..1_000 {
+                assert_eq!(current_location(), Some(at));
+            }
+            assert_eq!(REGISTER_CALLS.with(Cell::get), 1);
+            assert_eq!(Location::of(current().unwrap()), Some(at));
         })
         .join()
         .unwrap();
