@@ -72,8 +72,17 @@ impl EndSignal {
         }
     }
 
-    /// Wakes the owner and/or every handle waiter. Called once, by the `end` winner.
+    /// Wakes the owner and/or every handle waiter. Called once, by the `end` winner; inline,
+    /// so the end nobody waits on (the common one) costs two tested bits, not a call.
+    #[inline]
     pub(crate) fn wake(&self, owner: bool, handles: bool) {
+        if owner || handles {
+            self.wake_slow(owner, handles);
+        }
+    }
+
+    #[cold]
+    fn wake_slow(&self, owner: bool, handles: bool) {
         #[cfg(all(test, not(livecount_loom)))]
         WAKE_CALLS.with(|calls| {
             let (o, h) = calls.get();

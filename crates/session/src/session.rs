@@ -329,6 +329,7 @@ impl<C: Counter, M> Session<C, M> {
 }
 
 impl<C: Counter, M> Drop for Session<C, M> {
+    #[inline]
     fn drop(&mut self) {
         self.held.end(EndReason::Dropped);
         // Ended now, by us or before: when the guard holds the only reference this is a load

@@ -147,6 +147,7 @@ pub(crate) struct Header {
 impl Header {
     /// Whether every tracker handle is gone: no new session can start on this state, so
     /// free slots cached for it should go back and let it be freed.
+    #[inline]
     fn is_dead(&self) -> bool {
         // Acquire: pairs with the last handle's AcqRel decrement.
         self.handles.load(Ordering::Acquire) == 0
@@ -289,6 +290,7 @@ impl<C: Counter, M> Shared<C, M> {
     }
 
     /// A batch of free slots for a thread's list, now counted as out of the pool.
+    #[cold]
     fn refill(&self) -> Result<Vec<NonNull<()>>, StartError> {
         let batch = match self.pool.pop() {
             Some(Batch(slots)) => slots,
@@ -523,6 +525,7 @@ mod free_list {
     /// # Safety
     ///
     /// The caller holds `slots.len() + extra` references and gives them up.
+    #[cold]
     unsafe fn give_back(header: NonNull<Header>, slots: Vec<NonNull<()>>, extra: usize) {
         let n = slots.len() + extra;
         if !slots.is_empty() {
@@ -594,8 +597,18 @@ mod free_list {
                 _ => {}
             }
         }
-        // No list, or a tracker whose handles are gone: straight to the pool, so the state is
-        // freed as soon as its last session goes.
+        // SAFETY: the caller's, passed on.
+        unsafe { give_to_pool(header, slot) };
+    }
+
+    /// `give` without a list, or for a tracker whose handles are gone: straight to the pool,
+    /// so the state is freed as soon as its last session goes.
+    ///
+    /// # Safety
+    ///
+    /// As `give`.
+    #[cold]
+    unsafe fn give_to_pool(header: NonNull<Header>, slot: NonNull<()>) {
         // SAFETY: the slot's reference, given up.
         unsafe { give_back(header, vec![slot], 0) };
     }
