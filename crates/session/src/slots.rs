@@ -448,12 +448,89 @@ fn locate(index: usize) -> (usize, usize) {
 /// The thread-local free lists.
 #[cfg(not(livecount_loom))]
 mod free_list {
-    use std::cell::RefCell;
-    use std::ptr::NonNull;
+    use std::cell::{Cell, RefCell};
+    use std::ptr::{self, NonNull};
 
     use super::{BATCH, Header, release_refs};
     use crate::start_error::StartError;
     use crate::sync::Ordering;
+
+    /// This thread's one cached free slot, before any list: a start on the thread that just
+    /// freed a slot of the same tracker (a service's usual pattern, and every back-to-back
+    /// benchmark) takes it back with a compare and a store, and the free puts it there with a
+    /// load and a store, with no lazy-initialisation check, no `RefCell` borrow and no `Vec`.
+    ///
+    /// The first word is the slot's tracker state, or a state of the cache itself: `EMPTY`
+    /// (open, no slot), `UNREGISTERED` (the thread has not used `LISTS` yet, so no destructor
+    /// would give a cached slot back at its exit: the slow path registers it first) or
+    /// `CLOSED` (the thread is exiting: `LISTS` is gone). No real state is at address 1 or 2.
+    /// A cached slot holds its reference to the state as a listed one does.
+    struct One;
+
+    const EMPTY: *const Header = ptr::null();
+    const UNREGISTERED: *const Header = ptr::without_provenance(1);
+    const CLOSED: *const Header = ptr::without_provenance(2);
+
+    thread_local! {
+        static ONE: Cell<(*const Header, Option<NonNull<()>>)> =
+            const { Cell::new((UNREGISTERED, None)) };
+    }
+
+    impl One {
+        /// The cached slot, if it is `header`'s.
+        #[inline]
+        fn take(header: NonNull<Header>) -> Option<NonNull<()>> {
+            let (cached, slot) = ONE.get();
+            if cached == header.as_ptr().cast_const() {
+                ONE.set((EMPTY, None));
+                slot
+            } else {
+                None
+            }
+        }
+
+        /// Caches `slot` of `header` if the cache is open and empty; gives it back otherwise.
+        #[inline]
+        fn put(header: NonNull<Header>, slot: NonNull<()>) -> Result<(), NonNull<()>> {
+            if ONE.get().0 == EMPTY {
+                ONE.set((header.as_ptr().cast_const(), Some(slot)));
+                Ok(())
+            } else {
+                Err(slot)
+            }
+        }
+
+        /// `LISTS` is alive on this thread (its destructor will run): open the cache.
+        fn open() {
+            if ONE.get().0 == UNREGISTERED {
+                ONE.set((EMPTY, None));
+            }
+        }
+
+        /// Closes the cache (the thread exits) and gives its slot back, if any.
+        fn close() {
+            if let (header, Some(slot)) = ONE.replace((CLOSED, None)) {
+                // SAFETY: a cached slot holds a reference to its state, which `header` is.
+                let header = unsafe { NonNull::new_unchecked(header.cast_mut()) };
+                // SAFETY: the cached slot's reference, given up with it.
+                unsafe { give_back(header, vec![slot], 0) };
+            }
+        }
+
+        /// Gives the cached slot back if its tracker's handles are all gone.
+        fn sweep_dead() {
+            if let (header, Some(slot)) = ONE.get() {
+                // SAFETY: a cached slot holds a reference to its state.
+                let header = unsafe { NonNull::new_unchecked(header.cast_mut()) };
+                // SAFETY: as above: the state is alive.
+                if unsafe { header.as_ref() }.is_dead() {
+                    ONE.set((EMPTY, None));
+                    // SAFETY: the cached slot's reference, given up with it.
+                    unsafe { give_back(header, vec![slot], 0) };
+                }
+            }
+        }
+    }
 
     /// This thread's free slots of one tracker. Holds one reference to the tracker state for
     /// itself and one per slot.
@@ -485,8 +562,9 @@ mod free_list {
                 self.0.swap(0, i);
                 return &mut self.0[0];
             }
-            // A tracker this thread has not used yet: first give back the lists of trackers
-            // whose handles are all gone, so their state can be freed.
+            // A tracker this thread has not used yet: first give back the lists (and the
+            // cached slot) of trackers whose handles are all gone, so their state can be freed.
+            One::sweep_dead();
             self.0.retain_mut(|local| {
                 // SAFETY: the list holds a reference to its tracker state.
                 let dead = unsafe { local.header.as_ref() }.is_dead();
@@ -512,7 +590,8 @@ mod free_list {
 
     impl Drop for Lists {
         fn drop(&mut self) {
-            // The thread exits: every list goes back.
+            // The thread exits: the cached slot and every list go back.
+            One::close();
             for local in self.0.drain(..) {
                 // SAFETY: the list's references, given up with it.
                 unsafe { give_back(local.header, local.slots, 1) };
@@ -543,8 +622,22 @@ mod free_list {
         header: NonNull<Header>,
         refill: impl FnOnce() -> Result<Vec<NonNull<()>>, StartError>,
     ) -> Result<NonNull<()>, StartError> {
+        match One::take(header) {
+            Some(slot) => Ok(slot),
+            None => take_listed(header, refill),
+        }
+    }
+
+    /// `take` past the cached slot: from this thread's list, refilled when empty.
+    fn take_listed(
+        header: NonNull<Header>,
+        refill: impl FnOnce() -> Result<Vec<NonNull<()>>, StartError>,
+    ) -> Result<NonNull<()>, StartError> {
+        #[cfg(test)]
+        super::tests::LISTED.with(|n| n.set(n.get() + 1));
         let mut refill = Some(refill);
         let from_list = LISTS.try_with(|lists| {
+            One::open();
             let mut lists = lists.try_borrow_mut().ok()?;
             let local = lists.local(header);
             if let Some(slot) = local.slots.pop() {
@@ -580,8 +673,30 @@ mod free_list {
     pub(super) unsafe fn give(header: NonNull<Header>, slot: NonNull<()>) {
         // SAFETY: the slot's reference keeps the state alive.
         let dead = unsafe { header.as_ref() }.is_dead();
+        let slot = if dead {
+            slot
+        } else {
+            match One::put(header, slot) {
+                Ok(()) => return,
+                Err(slot) => slot,
+            }
+        };
+        // SAFETY: the caller's, passed on.
+        unsafe { give_listed(header, slot, dead) };
+    }
+
+    /// `give` past the cached slot: onto this thread's list (giving a batch back if it is
+    /// long), or to the pool without a list or for a `dead` tracker.
+    ///
+    /// # Safety
+    ///
+    /// As `give`.
+    unsafe fn give_listed(header: NonNull<Header>, slot: NonNull<()>, dead: bool) {
+        #[cfg(test)]
+        super::tests::LISTED.with(|n| n.set(n.get() + 1));
         if !dead {
             let spilled = LISTS.try_with(|lists| {
+                One::open();
                 let mut lists = lists.try_borrow_mut().ok()?;
                 let local = lists.local(header);
                 local.slots.push(slot);
@@ -643,6 +758,49 @@ mod free_list {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    std::thread_local! {
+        /// Starts and frees on this thread that went past the cached slot to the lists.
+        pub(super) static LISTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Back-to-back sessions on one thread go through the cached slot alone: only the first
+    /// start (which fills the list and opens the cache) reaches the lists; another tracker's session passes the cache by, and the first tracker's next
+    /// session still finds it. The same slot comes back every time, with a new generation.
+    #[cfg(not(livecount_loom))]
+    #[test]
+    fn back_to_back_sessions_take_the_cached_slot() {
+        std::thread::spawn(|| {
+            let tracker = crate::SessionTracker::new();
+            drop(tracker.start());
+            let listed = LISTED.with(std::cell::Cell::get);
+            assert_eq!(
+                listed, 1,
+                "the first start fills the list and opens the cache"
+            );
+            let first = tracker.start().id();
+            for _ in 0..1_000 {
+                let session = tracker.start();
+                assert_eq!(
+                    session.id().as_u64() as u32,
+                    first.as_u64() as u32,
+                    "same slot"
+                );
+                assert_ne!(session.id(), first, "new generation");
+            }
+            assert_eq!(LISTED.with(std::cell::Cell::get), listed);
+            // Another tracker on the same thread: its sessions use the lists, and leave the
+            // first tracker's cached slot where it is.
+            let other = crate::SessionTracker::new();
+            drop(other.start());
+            let after_other = LISTED.with(std::cell::Cell::get);
+            assert!(after_other > listed);
+            drop(tracker.start());
+            assert_eq!(LISTED.with(std::cell::Cell::get), after_other);
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn pages_tile_the_indices() {
