@@ -118,10 +118,12 @@
 //! # Implementation notes
 //!
 //! Instants the crate reads itself (a session's start, `touch()`, a phase change) come from a
-//! coarse clock: on 64-bit Linux `CLOCK_MONOTONIC_COARSE` (~9 ns instead of `Instant::now()`'s
-//! ~40 ns on the development VM), anchored to `Instant` so a reading is never later than the
-//! true time and at most about two scheduler ticks (a few ms) earlier. A session may therefore
-//! look idle a few ms longer than it was; reaping limits are seconds to minutes. Instants
+//! coarse clock: on 64-bit Linux `CLOCK_MONOTONIC_COARSE` (6–9 ns instead of
+//! `Instant::now()`'s ~40 ns on the development VM), anchored to `Instant` through a fine
+//! reading of the same clock, so a reading is never later than the true time and as early as
+//! the kernel's last tick (a few ms; more while a loaded VM delays the timer interrupt). A
+//! session may therefore look idle a few ms longer than it was; reaping limits are seconds
+//! to minutes. Instants
 //! passed in (`touch_at`, `reap_at`, `snapshot_at`) are used exactly.
 //!
 //! A session lives in a slot of the tracker's table: the state word (phase, BUSY, ENDED,
@@ -129,7 +131,8 @@
 //! counter tokens in two cells, the end signal (the owner's `AtomicWaker` slot, a list for
 //! `ended()` waiters, empty and unallocated until used), the start and last-activity clock
 //! readings and the metadata. Slots sit in cache-padded pages that never move and are reused
-//! through per-thread free lists, so a start + end allocates nothing, takes no lock and
+//! through a one-slot thread-local cache (the start after a free on the same thread) and
+//! per-thread free lists behind it, so a start + end allocates nothing, takes no lock and
 //! writes no line another thread's sessions write: one Release store publishes the session,
 //! one CAS ends it, and a guard dropped after its end frees the slot with a load and a store.
 //! The guard, every `EndHandle` and a walker each hold a reference counted in the state word;
