@@ -93,17 +93,10 @@ mod tests {
     use super::*;
     use crate::program::{MAX_OPS, Op};
 
-    /// xorshift64: deterministic pseudo-random bytes without a dependency.
+    /// Deterministic pseudo-random bytes.
     fn bytes(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed.max(1);
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        let mut rng = fastrand::Rng::with_seed(seed);
+        (0..len).map(|_| rng.u8(..)).collect()
     }
 
     #[test]

@@ -129,14 +129,6 @@ struct Tally {
     ended_by_server: AtomicU64,
 }
 
-/// xorshift64*: small, seedable, good enough for a traffic pattern.
-fn next(state: &mut u64) -> f64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
-}
-
 /// Runs the drive and returns its summary (also printed by the CLI).
 pub async fn drive(config: DriveConfig) -> DriveSummary {
     let tally = Arc::new(Tally::default());
@@ -179,9 +171,9 @@ pub async fn drive(config: DriveConfig) -> DriveSummary {
 }
 
 async fn client(config: &DriveConfig, i: u64, tally: &Tally) {
-    let mut rng = config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (i + 1).wrapping_mul(0xD605_BBB5_8C8A_BBB9)
-        | 1;
+    // One seeded stream per client: the same seed replays the same traffic.
+    let mut rng =
+        fastrand::Rng::with_seed(config.seed ^ (i + 1).wrapping_mul(0xD605_BBB5_8C8A_BBB9));
     let url = format!("ws://{}/session", config.target);
     let connect = tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(&url));
     let Ok(Ok((mut ws, _))) = connect.await else {
@@ -189,10 +181,10 @@ async fn client(config: &DriveConfig, i: u64, tally: &Tally) {
         return;
     };
     tally.opened.fetch_add(1, Ordering::Relaxed);
-    let kill = next(&mut rng) < config.kill_share;
+    let kill = rng.f64() < config.kill_share;
     let end = tokio::time::Instant::now() + config.hold;
     loop {
-        let pause = config.speak_every.mul_f64(-(1.0 - next(&mut rng)).ln());
+        let pause = config.speak_every.mul_f64(-(1.0 - rng.f64()).ln());
         if tokio::time::Instant::now() + pause >= end {
             tokio::time::sleep_until(end).await;
             break;
@@ -203,7 +195,7 @@ async fn client(config: &DriveConfig, i: u64, tally: &Tally) {
             tally.ended_by_server.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let interrupt = next(&mut rng) < config.interrupt_share;
+        let interrupt = rng.f64() < config.interrupt_share;
         let mut chunks = 0;
         while let Some(Ok(msg)) = ws.next().await {
             match msg {
