@@ -275,11 +275,7 @@ mod loom_tests {
     /// it counts the end without its start. This is why `high` is raised before publication.
     #[test]
     fn reader_finds_a_freshly_published_bucket() {
-        let mut builder = loom::model::Builder::new();
-        if builder.preemption_bound.is_none() {
-            builder.preemption_bound = Some(3);
-        }
-        builder.check(|| {
+        crate::loom_model::bounded(3, || {
             let table = Arc::new(CellTable::new());
             let publisher = {
                 let table = Arc::clone(&table);

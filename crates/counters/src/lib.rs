@@ -112,6 +112,9 @@
 
 mod cell_table;
 mod counter;
+#[cfg(livecount_loom)]
+#[doc(hidden)]
+pub mod loom_model;
 mod pair;
 mod per_thread;
 mod reference;

@@ -15,21 +15,29 @@ use loom::thread;
 /// otherwise. `max_duration` / `max_permutations` are deliberately never set: hitting them
 /// ends the exploration early and still reports a pass.
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    model_bounded(3, f);
+    livecount::loom_model::bounded(3, f);
 }
 
-/// As [`model`], with a default bound for models whose state space explodes at 3 (every
-/// thread's first update takes the thread-index mutex, and reads walk every cell twice).
-fn model_bounded(default_bound: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(default_bound);
-    }
-    if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
-        // A read walks every cell twice; the default of 1000 branches is too tight for that.
-        builder.max_branches = 10_000;
-    }
-    builder.check(f);
+/// The runner explores interleavings at all: two threads' unsynchronised load + store
+/// increments lose one in some interleaving, which the model must find. (A runner that ran
+/// `f` once, or not at all, would pass every model below.)
+#[test]
+#[should_panic(expected = "lost update")]
+fn the_runner_finds_a_lost_update() {
+    livecount::loom_model::bounded(2, || {
+        let n = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let bump = |n: Arc<loom::sync::atomic::AtomicUsize>| {
+            move || {
+                let v = n.load(Relaxed);
+                n.store(v + 1, Relaxed);
+            }
+        };
+        let a = thread::spawn(bump(Arc::clone(&n)));
+        let b = thread::spawn(bump(Arc::clone(&n)));
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(n.load(Relaxed), 2, "lost update");
+    });
 }
 
 /// Spawns a model thread that runs `f` on its own handle to `counter`.
@@ -82,7 +90,7 @@ fn assert_quiescent<C: Counter>(counter: &C, sessions: u64) {
 
 /// (a) A session starts on one thread and ends on another while a reader reads.
 fn cross_thread_end_with_reader<C: Counter + Default + 'static>(bound: usize) {
-    model_bounded(bound, || {
+    livecount::loom_model::bounded(bound, || {
         let counter = Arc::new(C::default());
         let reader = spawn(&counter, |counter| check_read(counter, 0, 1));
         let starter = spawn(&counter, |counter| counter.increment());
@@ -97,7 +105,7 @@ fn cross_thread_end_with_reader<C: Counter + Default + 'static>(bound: usize) {
 /// one thread and ends on a third (the end's cell differs from both the start's and the open
 /// session's).
 fn open_session_is_always_counted<C: Counter + Default + 'static>(bound: usize) {
-    model_bounded(bound, || {
+    livecount::loom_model::bounded(bound, || {
         let counter = Arc::new(C::default());
         let open = counter.increment(); // main thread's cell, before the reader starts
         let reader = spawn(&counter, |counter| check_read(counter, 1, 2));
@@ -113,7 +121,7 @@ fn open_session_is_always_counted<C: Counter + Default + 'static>(bound: usize) 
 
 /// Two writers each run a start/end pair while a reader reads: no update is lost.
 fn concurrent_pairs_lose_nothing<C: Counter + Default + 'static>(bound: usize) {
-    model_bounded(bound, || {
+    livecount::loom_model::bounded(bound, || {
         let counter = Arc::new(C::default());
         let writers: Vec<_> = (0..2)
             .map(|_| {
@@ -199,7 +207,7 @@ impl Counter for OneShard {
 /// (No reader here: the property is about lost updates, and a reader multiplies the schedules.)
 #[test]
 fn per_thread_slot_inheritance_after_exit() {
-    model_bounded(2, || {
+    livecount::loom_model::bounded(2, || {
         let counter = Arc::new(PerThread::new());
         let first = spawn(&counter, |counter| counter.increment());
         // Spawned concurrently with `first`: it may take a fresh index, or `first`'s once
@@ -257,7 +265,7 @@ static STRIPED_GREW: AtomicUsize = AtomicUsize::new(0);
 /// other updates and a reader run. No update may be lost, no read may go negative.
 #[test]
 fn striped_growth_races_updates_and_reads() {
-    model_bounded(2, || {
+    livecount::loom_model::bounded(2, || {
         let counter = Arc::new(Striped::with_max_stripes(4));
         let writers: Vec<_> = (0..2)
             .map(|_| {
@@ -294,7 +302,7 @@ fn striped_growth_races_updates_and_reads() {
 /// still never read negative: the reader must find the new stripe in its second pass.
 #[test]
 fn striped_end_seen_before_its_start_on_a_new_stripe() {
-    model_bounded(2, || {
+    livecount::loom_model::bounded(2, || {
         let counter = Arc::new(Striped::with_max_stripes(2));
         let open = counter.increment();
         let contender = spawn(&counter, |counter| counter.increment());

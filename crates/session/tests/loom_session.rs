@@ -28,18 +28,9 @@ use livecount_session::{EndReason, Phase, Reporter, SessionTracker, Snapshot};
 use loom::sync::Arc;
 use loom::thread;
 
-/// Runs `f` under loom with a preemption bound of `default_bound` unless
-/// `LOOM_MAX_PREEMPTIONS` says otherwise. `max_duration` / `max_permutations` are never set:
-/// hitting them ends the exploration early and still reports a pass.
+/// Runs `f` under loom: the workspace's one model runner (bounds, branches; see there).
 fn model(default_bound: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(default_bound);
-    }
-    if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
-        builder.max_branches = 10_000;
-    }
-    builder.check(f);
+    livecount::loom_model::bounded(default_bound, f);
 }
 
 /// After every session has ended: nothing active, everything balanced, one reason per end.
