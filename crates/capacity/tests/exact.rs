@@ -165,7 +165,7 @@ fn the_builder_keeps_every_field_it_was_given() {
 }
 
 #[test]
-fn ewma_alpha_outside_zero_to_one_is_refused_with_its_range() {
+fn ewma_alpha_and_prior_cost_out_of_range_are_refused_with_their_ranges() {
     for alpha in [0.0, -0.5, 1.5, 2.0, f64::NAN, f64::INFINITY] {
         let err = CapacityConfig::builder()
             .ewma_alpha(alpha)
@@ -175,6 +175,16 @@ fn ewma_alpha_outside_zero_to_one_is_refused_with_its_range() {
     }
     for alpha in [1.0, 0.5, 1e-6] {
         assert!(CapacityConfig::builder().ewma_alpha(alpha).build().is_ok());
+    }
+    for prior in [0.0, 1e-10, -1.0, 2e9, f64::INFINITY, f64::NAN] {
+        let err = CapacityConfig::builder()
+            .prior_cost(prior)
+            .build()
+            .expect_err("out of range");
+        assert_eq!((err.field(), err.allowed()), ("prior_cost", "[1e-9, 1e9]"));
+    }
+    for prior in [1e-9, 0.1, 1e9] {
+        assert!(CapacityConfig::builder().prior_cost(prior).build().is_ok());
     }
     let err = CapacityConfig::new(0.0, 2.0, secs(10), secs(10)).expect_err("t = 0");
     assert_eq!(
