@@ -154,10 +154,13 @@ fn meta(path: &Path, o: &RunOptions) -> RunMeta {
     }
     RunMeta {
         command,
-        commit: output("git", &["rev-parse", "--short", "HEAD"])
-            .unwrap_or_else(|| "unknown".into()),
-        machine: machine(),
-        rust: output("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
+        commit: livecount_provenance::commit(),
+        machine: format!(
+            "{}, {} CPUs",
+            livecount_provenance::cpu_model(),
+            livecount_provenance::cores()
+        ),
+        rust: livecount_provenance::rustc(),
         scenario_file: relative(path).display().to_string(),
     }
 }
@@ -168,25 +171,4 @@ fn relative(path: &Path) -> PathBuf {
         .ok()
         .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
         .unwrap_or_else(|| path.to_path_buf())
-}
-
-fn output(cmd: &str, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new(cmd).args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-fn machine() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{model}, {cpus} CPUs")
 }
