@@ -31,11 +31,11 @@ use crate::{Counter, Token, Totals, thread_id};
 /// Against [`Sharded`](crate::Sharded), which it cannot match for throughput: contention is
 /// detected by a failed compare-and-swap, so every update is a load and a `lock cmpxchg`
 /// (once striped, after a probe and a cell-table lookup), where `Sharded` does one
-/// `lock xadd` on the line its thread index picks. In one picker run on a 2-core VM
-/// (`--threads 8`, ballpark), `Striped` did 45 / 89 / 84 / 86 M start+end pairs/s at 1 / 2 /
-/// 4 / 8 threads against `Sharded`'s 62 / 122 / 119 / 100 M: 0.7–0.86× at every count, and
-/// flat past the core count since a collision at the cap rehashes the thread's probe as
-/// LongAdder does (with the old `lock xadd` at the cap and no rehash, two threads sharing a
+/// `lock xadd` on the line its thread index picks. In the committed picker run on a 2-core VM
+/// (`results/intel-r-xeon-r-processor-2c/REPORT.md`, ballpark), `Striped` did 52 / 102 / 104
+/// / 105 M start+end pairs/s at 1 / 2 / 4 / 8 threads against `Sharded`'s 70 / 143 / 141 /
+/// 136 M: 0.71–0.77× at every count, and flat past the core count since a collision at the
+/// cap rehashes the thread's probe as LongAdder does (with the old `lock xadd` at the cap and no rehash, two threads sharing a
 /// stripe kept bouncing its line: 50 / 82 / 78 / 57 M against 64 / 121 / 127 / 107 M). What
 /// it buys is memory: 128 bytes until the first contention, and stripes only as far as
 /// contention was seen, where `Sharded` holds `2 × CPUs` lines from the start.
