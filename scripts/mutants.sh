@@ -18,6 +18,10 @@
 # ones), under target/mutants/<crate>-loom/; the report counts a mutant caught there as
 # caught ("by loom"). MUTANTS_LOOM=0 skips the pass.
 #
+# Doctest pass: nextest runs no doctests, so the mutants the plain pass missed are tested
+# again with `cargo test --doc` (target/mutants/<crate>-doc/); the report counts a mutant
+# caught there as caught ("by doctests"). MUTANTS_DOC=0 skips it.
+#
 # After adding tests for survivors: `scripts/mutants.sh CRATE -- --iterate` retests only the
 # mutants not caught before.
 set -euo pipefail
@@ -103,6 +107,30 @@ for crate in "${crates[@]}"; do
     # The tree's mutants as of this run: the report counts these, so the old names of
     # mutants whose lines moved between an earlier run and an --iterate one drop out.
     cargo mutants --list -p "$crate" > "target/mutants/$crate/list.txt"
+
+    # Doctest pass: the test command of .ci/run runs doctests, but nextest cannot, so the
+    # mutants the plain pass missed are tested again with the crate's doctests alone (cargo
+    # test --doc), under target/mutants/<crate>-doc/; the report counts a mutant caught there
+    # as caught ("by doctests"). MUTANTS_DOC=0 skips the pass.
+    if [[ ${MUTANTS_DOC:-1} != 0 ]]; then
+        echo "=== $crate: doctest pass over the mutants the plain pass missed"
+        doc_dir="target/mutants/$crate-doc"
+        rm -rf "$doc_dir"
+        mkdir -p "$doc_dir"
+        cp -r "target/mutants/$crate/mutants.out" "$doc_dir/"
+        doc_extra=()
+        for a in "${extra[@]}"; do
+            [[ $a == --iterate ]] || doc_extra+=("$a")
+        done
+        status=0
+        cargo mutants -p "$crate" --iterate --test-tool cargo --no-shuffle -o "$doc_dir" \
+            --cargo-test-arg=--doc "${doc_extra[@]}" || status=$?
+        case $status in
+            0 | 2 | 3) ;;
+            *) echo "mutants.sh: the doctest pass failed on $crate (exit $status)" >&2; exit "$status" ;;
+        esac
+        tree_commit > "$doc_dir/commit.txt"
+    fi
 
     if [[ ${MUTANTS_LOOM:-1} != 0 && -v LOOM_TESTS[$crate] ]]; then
         echo "=== $crate: loom pass over the mutants missed in ${LOOM_FILES[$crate]}"
