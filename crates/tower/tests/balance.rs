@@ -195,3 +195,21 @@ async fn a_backend_that_stops_reporting_goes_stale_within_max_age() {
         .await
         .expect("stale within max_age (2 s), waited at most 10 s");
 }
+
+/// What a balancer compares: a known load reads back exactly, anything not a finite number
+/// is unknown and above every known load, and the order follows the value.
+#[test]
+fn load_metrics_read_back_their_value_and_unknown_is_infinite() {
+    use livecount_tower::LoadMetric;
+    assert_eq!(LoadMetric::new(0.25).value(), 0.25);
+    assert_eq!(LoadMetric::new(17.0).value(), 17.0);
+    assert_eq!(LoadMetric::new(-3.5).value(), -3.5);
+    assert!(LoadMetric::new(0.25).is_known());
+    assert_eq!(LoadMetric::UNKNOWN.value(), f64::INFINITY);
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        assert_eq!(LoadMetric::new(bad), LoadMetric::UNKNOWN);
+        assert!(!LoadMetric::new(bad).is_known());
+    }
+    assert!(LoadMetric::new(2.0) < LoadMetric::new(3.0));
+    assert!(LoadMetric::new(1e300) < LoadMetric::UNKNOWN);
+}

@@ -56,6 +56,27 @@ async fn a_body_read_to_its_end_completes() {
     assert_only(&tracker, EndReason::Completed);
 }
 
+/// The wrapped body tells hyper what the inner one would: its exact length (so a
+/// `Content-Length` is sent instead of chunked encoding) or that it does not know.
+#[tokio::test]
+async fn the_size_hint_is_the_inner_bodys() {
+    let tracker = Tracker::new();
+    let service = respond(&tracker, || {
+        Response::new(Full::new(Bytes::from("twelve bytes")))
+    });
+    let response = service.oneshot(Request::new(())).await.unwrap();
+    let hint = response.body().size_hint();
+    assert_eq!((hint.lower(), hint.exact()), (12, Some(12)));
+    drop(response);
+    let (_tx, body) = channel_body();
+    let streaming = respond_once(&tracker, body)
+        .oneshot(Request::new(()))
+        .await
+        .unwrap();
+    let unknown = streaming.body().size_hint();
+    assert_eq!((unknown.lower(), unknown.upper()), (0, None));
+}
+
 #[tokio::test]
 async fn an_empty_body_completes_when_asked_for_its_end() {
     // hyper asks `is_end_stream` first and drops an empty body unpolled.
