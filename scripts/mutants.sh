@@ -92,11 +92,13 @@ for crate in "${crates[@]}"; do
     status=0
     # cargo-mutants applies `--test-package` only to the mutated package in 27.1, so the
     # other packages go to the test command after `--`.
+    # Every feature on (as CI's --workspace build has them: the server turns on the tower
+    # crate's `orca`), so no feature-gated code counts as missed for being left out.
     # Two mutants at a time (a build of one crate leaves a core idle), and 64 proptest cases
     # a property instead of CI's 256: the state machines still cover every transition, and
     # the whole session crate's run fits in half an hour on two cores.
     PROPTEST_CASES=${PROPTEST_CASES:-64} \
-        cargo mutants -p "$crate" --test-tool nextest --no-shuffle --jobs "${MUTANTS_JOBS:-2}" \
+        cargo mutants -p "$crate" --all-features --test-tool nextest --no-shuffle --jobs "${MUTANTS_JOBS:-2}" \
         -o "target/mutants/$crate" "${extra[@]}" -- "${test_args[@]}" || status=$?
     # 0: all caught; 2: some missed; 3: some timed out — all three are results to report.
     case $status in
@@ -106,7 +108,7 @@ for crate in "${crates[@]}"; do
     tree_commit > "target/mutants/$crate/commit.txt"
     # The tree's mutants as of this run: the report counts these, so the old names of
     # mutants whose lines moved between an earlier run and an --iterate one drop out.
-    cargo mutants --list -p "$crate" > "target/mutants/$crate/list.txt"
+    cargo mutants --list -p "$crate" --all-features > "target/mutants/$crate/list.txt"
 
     # Doctest pass: the test command of .ci/run runs doctests, but nextest cannot, so the
     # mutants the plain pass missed are tested again with the crate's doctests alone (cargo
@@ -123,8 +125,8 @@ for crate in "${crates[@]}"; do
             [[ $a == --iterate ]] || doc_extra+=("$a")
         done
         status=0
-        cargo mutants -p "$crate" --iterate --test-tool cargo --no-shuffle -o "$doc_dir" \
-            --cargo-test-arg=--doc "${doc_extra[@]}" || status=$?
+        cargo mutants -p "$crate" --all-features --iterate --test-tool cargo --no-shuffle \
+            -o "$doc_dir" --cargo-test-arg=--doc "${doc_extra[@]}" || status=$?
         case $status in
             0 | 2 | 3) ;;
             *) echo "mutants.sh: the doctest pass failed on $crate (exit $status)" >&2; exit "$status" ;;
