@@ -70,6 +70,15 @@ def main(root, out):
         if crate_dir.name.endswith(("-loom", "-doc")):
             continue
         data, results = outcomes_of(outcomes)
+        # Every run's outcomes, oldest first, then this run's: the latest outcome of each
+        # mutant wins, so a mutant an `--iterate -f FILE` run did not retest keeps the outcome
+        # of the last run that did (missed stays missed).
+        runs = sorted((crate_dir / "history").glob("*.json"), key=lambda p: int(p.stem))
+        runs.append(crate_dir / "mutants.out.old" / "outcomes.json")
+        earlier = [
+            r for older in runs if older.exists() for r in outcomes_of(older, False)[1]
+        ]
+        results = earlier + results
         listed = crate_dir / "list.txt"
         if listed.exists():
             # The mutants of the tree as it is now (mutants.sh lists them after each run):
@@ -78,7 +87,7 @@ def main(root, out):
             now = set(filter(None, map(str.strip, listed.read_text().splitlines())))
             newest = {}
             for kind, file, name in results:
-                newest[name] = (kind, file, name)  # the iterate run's outcomes come last
+                newest[name] = (kind, file, name)  # the latest run's outcome comes last
             untested = sorted(now - newest.keys())
             if untested:
                 print(f"{crate_dir.name}: {len(untested)} mutants of the tree never tested, "
