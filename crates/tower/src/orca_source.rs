@@ -351,6 +351,60 @@ mod tests {
         assert_eq!(nan.unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
 
+    /// Counts that are not counts are refused or ignored, never read as 0 or `u64::MAX`: a
+    /// negative or infinite `active_sessions` is invalid data, and such a `report_sequence`
+    /// falls back to the reports received.
+    #[test]
+    fn negative_or_infinite_counts_are_not_taken() {
+        let mut s = source();
+        for bad in [-3.0, -0.5, f64::INFINITY, f64::NEG_INFINITY] {
+            let err = s.convert(&report(&[("active_sessions", bad)])).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                io::ErrorKind::InvalidData,
+                "active_sessions {bad}"
+            );
+        }
+        assert_eq!(
+            s.convert(&report(&[("active_sessions", 0.0)]))
+                .unwrap()
+                .active,
+            0
+        );
+        let received = s.received;
+        for (i, bad) in [-1.0, f64::INFINITY, f64::NAN].into_iter().enumerate() {
+            let r = report(&[("active_sessions", 1.0), ("report_sequence", bad)]);
+            let load = s.convert(&r).unwrap();
+            assert_eq!(
+                load.sequence,
+                received + 1 + i as u64,
+                "report_sequence {bad}"
+            );
+        }
+        let r = report(&[("active_sessions", 1.0), ("report_sequence", 0.0)]);
+        assert_eq!(s.convert(&r).unwrap().sequence, 0, "0 is a sequence number");
+    }
+
+    /// Without a `headroom` metric and with no utilisation reported, the headroom is 0 (not
+    /// the ∞ or NaN of dividing by it), and the capacity is what is active.
+    #[test]
+    fn no_utilisation_means_no_derived_headroom() {
+        let r = OrcaLoadReport {
+            rps_fractional: 3000.0,
+            application_utilization: 0.0,
+            named_metrics: HashMap::from([("active_sessions".to_owned(), 2.0)]),
+            ..OrcaLoadReport::default()
+        };
+        let load = source().convert(&r).unwrap();
+        assert_eq!((load.headroom, load.effective_capacity), (0.0, 2.0));
+        let idle = OrcaLoadReport {
+            rps_fractional: 0.0,
+            ..r
+        };
+        let load = source().convert(&idle).unwrap();
+        assert_eq!((load.headroom, load.effective_capacity), (0.0, 2.0));
+    }
+
     #[test]
     fn the_backoff_doubles_up_to_its_bound() {
         let mut s = source().backoff(Duration::from_millis(100), Duration::from_millis(350));

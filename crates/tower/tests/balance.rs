@@ -213,3 +213,47 @@ fn load_metrics_read_back_their_value_and_unknown_is_infinite() {
     assert!(LoadMetric::new(2.0) < LoadMetric::new(3.0));
     assert!(LoadMetric::new(1e300) < LoadMetric::UNKNOWN);
 }
+
+/// A backend that is ready or not, or failing, as told.
+struct Gate(Option<Result<(), std::io::ErrorKind>>);
+
+impl tower::Service<()> for Gate {
+    type Response = ();
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<(), std::io::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), std::io::Error>> {
+        match self.0 {
+            None => std::task::Poll::Pending,
+            Some(Ok(())) => std::task::Poll::Ready(Ok(())),
+            Some(Err(kind)) => std::task::Poll::Ready(Err(kind.into())),
+        }
+    }
+
+    fn call(&mut self, (): ()) -> Self::Future {
+        std::future::ready(Ok(()))
+    }
+}
+
+/// `SessionLoad` passes readiness through: pending while its backend is, failing when it
+/// fails, so tower's balancer never sends to a backend that cannot take the call.
+#[tokio::test]
+async fn session_load_is_ready_exactly_when_its_backend_is() {
+    use std::task::{Context, Poll, Waker};
+    use tower::Service;
+    let (_reports, source) = tokio::sync::mpsc::channel(1);
+    let feed = LoadFeed::spawn(source, Metric::Active, Duration::from_secs(3));
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut pending = SessionLoad::new(Gate(None), feed.clone());
+    assert!(pending.poll_ready(&mut cx).is_pending());
+    let mut ready = SessionLoad::new(Gate(Some(Ok(()))), feed.clone());
+    assert!(matches!(ready.poll_ready(&mut cx), Poll::Ready(Ok(()))));
+    let mut failed = SessionLoad::new(Gate(Some(Err(std::io::ErrorKind::BrokenPipe))), feed);
+    match failed.poll_ready(&mut cx) {
+        Poll::Ready(Err(e)) => assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe),
+        other => panic!("expected the backend's error, got {other:?}"),
+    }
+}

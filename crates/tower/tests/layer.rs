@@ -77,6 +77,59 @@ async fn the_size_hint_is_the_inner_bodys() {
     assert_eq!((unknown.lower(), unknown.upper()), (0, None));
 }
 
+/// A service that is ready or not, or failing, as told; its calls answer an empty body.
+struct Gate(std::task::Poll<Result<(), io::Error>>);
+
+impl Service<Request<()>> for Gate {
+    type Response = Response<Empty<Bytes>>;
+    type Error = io::Error;
+    type Future = std::future::Ready<Result<Self::Response, io::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), io::Error>> {
+        match &self.0 {
+            std::task::Poll::Pending => std::task::Poll::Pending,
+            std::task::Poll::Ready(Ok(())) => std::task::Poll::Ready(Ok(())),
+            std::task::Poll::Ready(Err(e)) => {
+                std::task::Poll::Ready(Err(io::Error::new(e.kind(), "closed")))
+            }
+        }
+    }
+
+    fn call(&mut self, _: Request<()>) -> Self::Future {
+        std::future::ready(Ok(Response::new(Empty::new())))
+    }
+}
+
+/// Back-pressure passes through: the layered service is ready exactly when the inner one
+/// is, and an inner readiness error is the layered service's (a balancer or a limit above
+/// depends on it).
+#[test]
+fn readiness_is_the_inner_services() {
+    use std::task::{Context, Poll, Waker};
+    use tower::Layer;
+    let tracker = Tracker::new();
+    let mut cx = Context::from_waker(Waker::noop());
+    let layer = SessionLayer::new(tracker.clone());
+    assert!(
+        layer
+            .layer(Gate(Poll::Pending))
+            .poll_ready(&mut cx)
+            .is_pending()
+    );
+    assert!(matches!(
+        layer.layer(Gate(Poll::Ready(Ok(())))).poll_ready(&mut cx),
+        Poll::Ready(Ok(()))
+    ));
+    let failed = layer
+        .layer(Gate(Poll::Ready(Err(io::Error::other("closed")))))
+        .poll_ready(&mut cx);
+    assert!(matches!(failed, Poll::Ready(Err(_))));
+    assert_eq!(tracker.active(), 0, "readiness counts nothing");
+}
+
 #[tokio::test]
 async fn an_empty_body_completes_when_asked_for_its_end() {
     // hyper asks `is_end_stream` first and drops an empty body unpolled.
