@@ -405,6 +405,26 @@ mod tests {
         assert_eq!((load.headroom, load.effective_capacity), (0.0, 2.0));
     }
 
+    /// gRPC statuses map onto the I/O errors a caller can act on: a refused or lost
+    /// connection, a timeout, anything else.
+    #[test]
+    fn statuses_become_the_io_errors_they_mean() {
+        let kind = |status| status_error(status).kind();
+        assert_eq!(
+            kind(tonic::Status::unavailable("down")),
+            io::ErrorKind::ConnectionRefused
+        );
+        assert_eq!(
+            kind(tonic::Status::deadline_exceeded("slow")),
+            io::ErrorKind::TimedOut
+        );
+        assert_eq!(kind(tonic::Status::internal("bug")), io::ErrorKind::Other);
+        assert_eq!(
+            kind(tonic::Status::unimplemented("no ORCA")),
+            io::ErrorKind::Other
+        );
+    }
+
     #[test]
     fn the_backoff_doubles_up_to_its_bound() {
         let mut s = source().backoff(Duration::from_millis(100), Duration::from_millis(350));

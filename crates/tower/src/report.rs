@@ -137,6 +137,12 @@ mod tests {
         assert_eq!(Metric::Occupancy.of(&odd), 0.0);
         let over = BackendLoad::new(1, 15, 10.0);
         assert_eq!(Metric::Occupancy.of(&over), 1.5);
+        // A negative capacity (a garbled report) is no capacity, not a finite occupancy.
+        let negative = BackendLoad {
+            headroom: 1.0,
+            ..BackendLoad::new(1, 0, -5.0)
+        };
+        assert_eq!(Metric::Occupancy.of(&negative), f64::INFINITY);
     }
 
     #[test]

@@ -211,6 +211,46 @@ mod tests {
         }
     }
 
+    /// Serves one `/load` response whose JSON body is padded with spaces to `len` bytes.
+    async fn serve_once(len: usize) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut request).await;
+            let head = "HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n";
+            let json =
+                r#"{"sequence":3,"active":2,"effective_capacity":8.0,"headroom":6.0,"age_ms":5}"#;
+            let pad = len.saturating_sub(head.len() + json.len());
+            let response = format!("{head}{json}{}", " ".repeat(pad));
+            let _ = socket.write_all(response.as_bytes()).await;
+        });
+        addr
+    }
+
+    /// A `/load` response is read up to 64 KiB (a report with long names is still a report)
+    /// and refused beyond, so a backend cannot make the balancer buffer without bound.
+    #[tokio::test]
+    async fn responses_up_to_64_kib_are_read_and_longer_ones_refused() {
+        let period = Duration::from_secs(1);
+        let big = HttpLoadSource::new(serve_once(40 * 1024).await, period);
+        assert_eq!(
+            big.fetch().await.unwrap(),
+            BackendLoad::new(3, 2, 8.0).with_age_ms(5)
+        );
+        let exact = HttpLoadSource::new(serve_once(64 * 1024).await, period);
+        assert!(
+            exact.fetch().await.is_ok(),
+            "64 KiB exactly is within the bound"
+        );
+        let over = HttpLoadSource::new(serve_once(64 * 1024 + 1).await, period);
+        assert_eq!(
+            over.fetch().await.unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+    }
+
     #[test]
     #[should_panic(expected = "above zero")]
     fn a_zero_period_panics_at_the_call() {
