@@ -196,6 +196,19 @@ mod tests {
         );
     }
 
+    /// Only a `Transfer-Encoding` that says chunked is refused: another header mentioning
+    /// "chunked", or an identity encoding, is an ordinary response.
+    #[test]
+    fn only_a_chunked_transfer_encoding_is_refused() {
+        let body = "{\"sequence\":3,\"active\":2,\"effective_capacity\":8.0,\"headroom\":6.0,\"age_ms\":5}";
+        for header in ["X-Note: not chunked at all", "Transfer-Encoding: identity"] {
+            let response = format!("HTTP/1.0 200 OK\r\n{header}\r\n\r\n{body}");
+            assert!(parse_response(response.as_bytes()).is_ok(), "{header}");
+        }
+        let chunked = format!("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n{body}");
+        assert!(parse_response(chunked.as_bytes()).is_err());
+    }
+
     #[test]
     fn bad_responses_are_errors() {
         for bad in [

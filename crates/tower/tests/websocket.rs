@@ -60,6 +60,39 @@ async fn panic(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) 
     })
 }
 
+/// Through the socket's `Sink`: says "bye", closes, and only returns two seconds later.
+async fn close_first(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
+    sessions.upgrade(ws, |socket, _session| async move {
+        let (mut sink, _stream) = socket.split();
+        let _ = sink.send(Message::Text("bye".into())).await;
+        let _ = sink.close().await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        EndReason::Completed
+    })
+}
+
+/// Messages fed (not flushed) through the socket's `Sink`, for `flood`'s counter.
+static FED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Feeds 400 messages of 64 KiB through the `Sink` to a client that never reads, counting
+/// each one accepted: readiness must hold it back once the socket's buffers are full.
+async fn flood(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
+    sessions.upgrade(ws, |socket, _session| async move {
+        let (mut sink, _stream) = socket.split();
+        for _ in 0..400 {
+            if sink
+                .feed(Message::Binary(vec![7u8; 64 * 1024].into()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            FED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        EndReason::Completed
+    })
+}
+
 fn app(tracker: &SessionTracker, shutdown: &CancellationToken) -> Router {
     let sessions = WebSocketSessions::new(tracker.clone(), shutdown.clone())
         .close_timeout(Duration::from_secs(2));
@@ -67,6 +100,8 @@ fn app(tracker: &SessionTracker, shutdown: &CancellationToken) -> Router {
         .route("/echo", get(echo))
         .route("/refuse", get(refuse))
         .route("/panic", get(panic))
+        .route("/close_first", get(close_first))
+        .route("/flood", get(flood))
         .with_state(sessions)
 }
 
@@ -293,4 +328,44 @@ async fn no_upgrade_is_counted_once_shutdown_began() {
     let response = router.oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(tracker.snapshot().started, 0);
+}
+
+/// Closing through the socket's `Sink` closes the connection then, not when the handler
+/// returns: the client gets the message and the close frame within a second while the
+/// handler still sleeps.
+#[tokio::test]
+async fn a_close_through_the_sink_reaches_the_client_at_once() {
+    let server = serve().await;
+    let mut client = connect(server.addr, "/close_first").await;
+    let within = Duration::from_secs(1);
+    let first = tokio::time::timeout(within, client.next())
+        .await
+        .expect("bye in time");
+    assert!(matches!(first, Some(Ok(tungstenite::Message::Text(t))) if t.as_str() == "bye"));
+    let second = tokio::time::timeout(within, client.next())
+        .await
+        .expect("the close frame arrives before the handler returns");
+    assert!(
+        matches!(second, Some(Ok(tungstenite::Message::Close(_))) | None),
+        "{second:?}"
+    );
+    server.shutdown.cancel();
+    let _ = tokio::time::timeout(WAIT, server.task).await;
+}
+
+/// Back-pressure reaches a handler that only feeds the `Sink`: against a client that never
+/// reads, it is held back long before its 400 × 64 KiB are all accepted.
+#[tokio::test]
+async fn feeding_a_client_that_never_reads_is_held_back() {
+    let server = serve().await;
+    let _client = connect(server.addr, "/flood").await; // never read
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let fed = FED.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(fed > 0, "the handler ran");
+    assert!(
+        fed < 400,
+        "all {fed} messages (25 MiB) accepted with nobody reading"
+    );
+    server.shutdown.cancel();
+    let _ = tokio::time::timeout(WAIT, server.task).await;
 }
