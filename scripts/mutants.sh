@@ -110,6 +110,12 @@ for crate in "${crates[@]}"; do
     # mutants whose lines moved between an earlier run and an --iterate one drop out.
     cargo mutants --list -p "$crate" --all-features > "target/mutants/$crate/list.txt"
 
+    # The extra arguments for the passes below, which always pass --iterate themselves.
+    pass_extra=()
+    for a in "${extra[@]}"; do
+        [[ $a == --iterate ]] || pass_extra+=("$a")
+    done
+
     # Doctest pass: the test command of .ci/run runs doctests, but nextest cannot, so the
     # mutants the plain pass missed are tested again with the crate's doctests alone (cargo
     # test --doc), under target/mutants/<crate>-doc/; the report counts a mutant caught there
@@ -120,13 +126,9 @@ for crate in "${crates[@]}"; do
         rm -rf "$doc_dir"
         mkdir -p "$doc_dir"
         cp -r "target/mutants/$crate/mutants.out" "$doc_dir/"
-        doc_extra=()
-        for a in "${extra[@]}"; do
-            [[ $a == --iterate ]] || doc_extra+=("$a")
-        done
         status=0
         cargo mutants -p "$crate" --all-features --iterate --test-tool cargo --no-shuffle \
-            -o "$doc_dir" --cargo-test-arg=--doc "${doc_extra[@]}" || status=$?
+            -o "$doc_dir" --cargo-test-arg=--doc "${pass_extra[@]}" || status=$?
         case $status in
             0 | 2 | 3) ;;
             *) echo "mutants.sh: the doctest pass failed on $crate (exit $status)" >&2; exit "$status" ;;
@@ -144,10 +146,6 @@ for crate in "${crates[@]}"; do
         for f in ${LOOM_FILES[$crate]}; do
             files+=(-f "$f")
         done
-        loom_extra=()
-        for a in "${extra[@]}"; do
-            [[ $a == --iterate ]] || loom_extra+=("$a")
-        done
         test_args=(--cargo-test-arg=--release)
         for a in ${LOOM_TESTS[$crate]}; do
             test_args+=("--cargo-test-arg=$a")
@@ -158,7 +156,7 @@ for crate in "${crates[@]}"; do
         LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} \
             RUSTFLAGS="--cfg livecount_loom -C debug-assertions" \
             cargo mutants -p "$crate" --iterate --test-tool cargo --no-shuffle -o "$loom_dir" \
-            "${files[@]}" "${test_args[@]}" "${loom_extra[@]}" || status=$?
+            "${files[@]}" "${test_args[@]}" "${pass_extra[@]}" || status=$?
         case $status in
             0 | 2 | 3) ;;
             *) echo "mutants.sh: the loom pass failed on $crate (exit $status)" >&2; exit "$status" ;;
