@@ -14,8 +14,13 @@ pub(crate) struct Backend {
     pub(crate) alive: bool,
     /// Open sessions (ids), for counting them out when the backend dies.
     pub(crate) sessions: Vec<u32>,
-    /// Sessions whose cost is the speaking cost right now (short ones included).
-    pub(crate) speaking: u64,
+    /// Sum of the cost factors of the open sessions, and of those speaking right now
+    /// (short ones included): the load is a weighted count. With every factor 1 these
+    /// are whole numbers, exact in `f64`.
+    pub(crate) weight: f64,
+    pub(crate) speaking: f64,
+    /// Latency multiplier the CPU does not show.
+    slowdown: f64,
     /// The exactly-once counter, maintained on its own ending paths (checked against
     /// `sessions.len()`).
     pub(crate) tracked: u64,
@@ -28,7 +33,24 @@ pub(crate) struct Backend {
     last_change: f64,
     /// Arrival instants within the report window (oldest first).
     arrivals: std::collections::VecDeque<f64>,
+    /// The last [`CPU_SAMPLES`] point samples of utilisation, taken every
+    /// [`CPU_SAMPLE_S`] (LiveKit's worker load), and how many have been taken.
+    cpu_samples: [f64; CPU_SAMPLES],
+    cpu_taken: u64,
+    /// The last [`LATENCY_SAMPLES`] sessions' (active sessions at their start, time to
+    /// first stream in ms), for a Prequal probe's latency at the current RIF.
+    latency_ring: [(u32, f32); LATENCY_SAMPLES],
+    latency_taken: usize,
 }
+
+/// LiveKit agents: the worker's load is the mean of 5 CPU samples taken every 0.5 s.
+pub(crate) const CPU_SAMPLES: usize = 5;
+pub(crate) const CPU_SAMPLE_S: f64 = 0.5;
+
+/// Recent sessions a probe's latency estimate is drawn from, and how many of those
+/// nearest in RIF it takes the median of.
+pub(crate) const LATENCY_SAMPLES: usize = 32;
+pub(crate) const LATENCY_NEAREST: usize = 8;
 
 impl Backend {
     pub(crate) fn new(group: &BackendGroup) -> Self {
@@ -39,7 +61,9 @@ impl Backend {
             disconnect_share: group.disconnect_share,
             alive: true,
             sessions: Vec::new(),
-            speaking: 0,
+            weight: 0.0,
+            speaking: 0.0,
+            slowdown: group.slowdown,
             tracked: 0,
             naive: 0,
             utilisation: 0.0,
@@ -47,6 +71,10 @@ impl Backend {
             since: 0.0,
             last_change: 0.0,
             arrivals: Default::default(),
+            cpu_samples: [0.0; CPU_SAMPLES],
+            cpu_taken: 0,
+            latency_ring: [(0, 0.0); LATENCY_SAMPLES],
+            latency_taken: 0,
         };
         b.utilisation = b.base_utilisation;
         b
@@ -58,18 +86,72 @@ impl Backend {
 
     /// Recomputes utilisation after a change at `now`, integrating the old value first.
     pub(crate) fn refresh(&mut self, now: f64, cpu: &Cpu, costs: (f64, f64), wave: bool) {
+        self.sample_cpu_to(now);
         self.integral += self.utilisation * (now - self.last_change).max(0.0);
         self.last_change = now;
         if !self.alive {
             self.utilisation = 0.0;
             return;
         }
-        let active = self.active() as f64;
-        let speaking = if wave { active } else { self.speaking as f64 };
+        if self.sessions.is_empty() {
+            // No rounding residue survives an empty backend.
+            (self.weight, self.speaking) = (0.0, 0.0);
+        }
+        let all = self.weight;
+        let speaking = if wave { all } else { self.speaking.min(all) };
         let (idle_cost, speaking_cost) = costs;
-        let load = (active - speaking) * idle_cost + speaking * speaking_cost;
+        let load = (all - speaking).max(0.0) * idle_cost + speaking * speaking_cost;
         let raw = self.base_utilisation + load / self.size;
         self.utilisation = (raw + cpu.overhead * raw.powf(cpu.exponent)).min(1.0);
+    }
+
+    /// Takes the point samples of utilisation due in `(last_change, now]`: the value held
+    /// since the last change (at most the last [`CPU_SAMPLES`] of them matter).
+    fn sample_cpu_to(&mut self, now: f64) {
+        let due = (now / CPU_SAMPLE_S).floor() as u64 + 1; // samples at 0, 0.5 s, … ≤ now
+        let missing = due.saturating_sub(self.cpu_taken);
+        for _ in 0..missing.min(CPU_SAMPLES as u64) {
+            self.cpu_samples[(self.cpu_taken % CPU_SAMPLES as u64) as usize] = self.utilisation;
+            self.cpu_taken += 1;
+        }
+        self.cpu_taken = self.cpu_taken.max(due);
+    }
+
+    /// The mean of the last [`CPU_SAMPLES`] point samples up to `now` (fewer at the start).
+    pub(crate) fn recent_utilisation(&mut self, now: f64) -> f64 {
+        self.sample_cpu_to(now);
+        let n = self.cpu_taken.min(CPU_SAMPLES as u64) as usize;
+        if n == 0 {
+            return self.utilisation;
+        }
+        self.cpu_samples[..n].iter().sum::<f64>() / n as f64
+    }
+
+    /// Remembers a session's time to first stream and the active sessions it started at.
+    pub(crate) fn note_latency(&mut self, first_ms: f64) {
+        let rif = u32::try_from(self.active()).unwrap_or(u32::MAX);
+        self.latency_ring[self.latency_taken % LATENCY_SAMPLES] = (rif, first_ms as f32);
+        self.latency_taken += 1;
+    }
+
+    /// A Prequal probe's latency estimate at the current RIF: the median time to first
+    /// stream of the [`LATENCY_NEAREST`] recent sessions whose RIF at start was nearest the
+    /// current one; `None` before any session.
+    pub(crate) fn latency_at_rif(&self) -> Option<f64> {
+        let n = self.latency_taken.min(LATENCY_SAMPLES);
+        if n == 0 {
+            return None;
+        }
+        let rif = self.active();
+        let mut near = self.latency_ring;
+        let near = &mut near[..n];
+        near.sort_unstable_by(|a, b| {
+            (u64::from(a.0).abs_diff(rif), a.1.to_bits())
+                .cmp(&(u64::from(b.0).abs_diff(rif), b.1.to_bits()))
+        });
+        let near = &mut near[..n.min(LATENCY_NEAREST)];
+        near.sort_unstable_by(|a, b| a.1.total_cmp(&b.1));
+        Some(f64::from(near[(near.len() - 1) / 2].1))
     }
 
     /// Mean utilisation since the previous report; starts the next interval.
@@ -100,9 +182,10 @@ impl Backend {
     }
 
     /// Startup latency and time to first stream (ms) for a session starting now:
-    /// exponential with mean `base ÷ (1 − ρ)`, ρ = utilisation capped at 0.98 (M/M/1).
+    /// exponential with mean `base × slowdown ÷ (1 − ρ)`, ρ = utilisation capped at 0.98
+    /// (M/M/1).
     pub(crate) fn latencies(&self, latency: &Latency, rng: &mut SimRng) -> (f64, f64) {
-        let slowdown = 1.0 / (1.0 - self.utilisation.min(0.98));
+        let slowdown = self.slowdown / (1.0 - self.utilisation.min(0.98));
         let startup = rng.exponential(latency.startup_ms * slowdown);
         let first = startup + rng.exponential(latency.first_stream_ms * slowdown);
         (startup, first)
@@ -113,8 +196,9 @@ impl Backend {
     pub(crate) fn die(&mut self, now: f64, cpu: &Cpu, costs: (f64, f64)) {
         debug_assert!(self.sessions.is_empty() && self.tracked == 0);
         self.alive = false;
-        self.speaking = 0;
+        (self.weight, self.speaking) = (0.0, 0.0);
         self.naive = 0;
+        self.latency_taken = 0;
         self.arrivals.clear();
         self.refresh(now, cpu, costs, false);
     }

@@ -7,7 +7,7 @@ use crate::arrivals::ArrivalProcess;
 use crate::backend::Backend;
 use crate::event_queue::{Event, EventQueue};
 use crate::metrics::Collector;
-use crate::policy::{self, BackendView, Policy, Report};
+use crate::policy::{self, BackendView, Policy, Probe, Report};
 use crate::scenario::{CounterKind, Scenario};
 use crate::session_plan::{EndReason, SessionPlan};
 use crate::sim_result::{PolicyResult, ScenarioResult};
@@ -21,6 +21,7 @@ const STREAM_SESSIONS: u64 = 1 << 40;
 const STREAM_REPORTS: u64 = 2 << 40;
 const STREAM_POLICY: u64 = 3 << 40;
 const STREAM_OFFSETS: u64 = 4 << 40;
+const STREAM_PROBES: u64 = 5 << 40;
 
 /// Runs `scenario` through each policy in `policies` (names from [`policy::NAMES`]).
 ///
@@ -52,11 +53,7 @@ pub fn run(
     let results = policies
         .iter()
         .enumerate()
-        .map(|(i, name)| {
-            let policy = policy::by_name(name, scenario)
-                .unwrap_or_else(|| panic!("unknown policy {name:?}"));
-            run_policy(scenario, policy, &mut |f| progress(i, f))
-        })
+        .map(|(i, name)| run_policy(scenario, name, &mut |f| progress(i, f)))
         .collect();
     ScenarioResult {
         scenario: scenario.name.clone(),
@@ -69,16 +66,16 @@ pub fn run(
     }
 }
 
-/// Runs `scenario` through one policy.
-pub fn run_policy(
-    scenario: &Scenario,
-    policy: Box<dyn Policy>,
-    progress: &mut dyn FnMut(f64),
-) -> PolicyResult {
+/// Runs `scenario` through the policy called `name` (one copy per proxy).
+///
+/// # Panics
+///
+/// On an unknown policy name.
+pub fn run_policy(scenario: &Scenario, name: &str, progress: &mut dyn FnMut(f64)) -> PolicyResult {
     let started = Instant::now();
-    let mut engine = Engine::new(scenario, policy);
+    let mut engine = Engine::new(scenario, name);
     engine.run(progress);
-    let name = engine.policy.name().to_owned();
+    let name = engine.proxies[0].policy.name().to_owned();
     let events = engine.events;
     let (summary, spread, startup_cdf, first_stream_cdf) = engine.finish();
     PolicyResult {
@@ -96,13 +93,66 @@ pub fn run_policy(
 #[derive(Debug)]
 struct Live {
     backend: u32,
+    /// The proxy that sent it.
+    proxy: u32,
+    /// Its costs' multiplier.
+    weight: f64,
     /// Index in its backend's `sessions`.
     pos: u32,
     open: bool,
     speaking: bool,
     end_at: f64,
+    /// How it ends, or (once closed) how it ended.
     reason: EndReason,
     rng: SimRng,
+}
+
+/// One proxy of the balancing tier: its copy of the policy and what it knows.
+#[derive(Debug)]
+struct Proxy {
+    policy: Box<dyn Policy>,
+    views: Vec<BackendView>,
+}
+
+impl Proxy {
+    /// Tells the policy that `views[b]` changed.
+    fn touched(&mut self, b: usize, now: f64, rng: &mut SimRng) {
+        self.policy.on_view(b, &self.views[b], now, rng);
+    }
+}
+
+/// Messages on their way to a proxy, in slots reused once delivered.
+#[derive(Debug)]
+struct InFlight<T> {
+    slots: Vec<T>,
+    free: Vec<u32>,
+}
+
+impl<T: Copy> InFlight<T> {
+    fn new() -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    fn put(&mut self, item: T) -> u32 {
+        match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = item;
+                slot
+            }
+            None => {
+                self.slots.push(item);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn take(&mut self, slot: u32) -> T {
+        self.free.push(slot);
+        self.slots[slot as usize]
+    }
 }
 
 #[derive(Debug)]
@@ -111,15 +161,18 @@ struct Engine<'a> {
     costs: (f64, f64),
     queue: EventQueue,
     backends: Vec<Backend>,
-    views: Vec<BackendView>,
+    proxies: Vec<Proxy>,
     sessions: Vec<Live>,
-    policy: Box<dyn Policy>,
     policy_rng: SimRng,
+    probe_rng: SimRng,
+    observes_latency: bool,
+    probes: InFlight<(u32, u32, Probe)>,
+    first_streams: InFlight<(u32, f32)>,
+    probe_targets: Vec<usize>,
     arrivals: ArrivalProcess,
     report_rngs: Vec<SimRng>,
     stale_from: Vec<f64>,
-    in_flight: Vec<(u32, Report)>,
-    free_flight: Vec<u32>,
+    reports: InFlight<(u32, Report)>,
     collector: Collector,
     now: f64,
     waves: u32,
@@ -131,18 +184,27 @@ struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    fn new(sc: &'a Scenario, policy: Box<dyn Policy>) -> Self {
+    fn new(sc: &'a Scenario, name: &str) -> Self {
         let n = sc.backend_count();
         let backends: Vec<Backend> = (0..n).map(|i| Backend::new(sc.group_of(i))).collect();
-        let views = backends
+        let views: Vec<BackendView> = backends
             .iter()
             .map(|b| BackendView {
                 alive: true,
                 max_sessions: b.max_sessions,
                 report: None,
                 sent_since_report: 0,
+                open: 0,
             })
             .collect();
+        let proxies: Vec<Proxy> = (0..sc.balancer.proxies)
+            .map(|_| Proxy {
+                policy: policy::by_name(name, sc)
+                    .unwrap_or_else(|| panic!("unknown policy {name:?}")),
+                views: views.clone(),
+            })
+            .collect();
+        let observes_latency = proxies[0].policy.observes_latency();
         let mut stale_from = vec![f64::INFINITY; n];
         for s in &sc.reports.stale {
             let f = &mut stale_from[s.backend as usize];
@@ -153,17 +215,20 @@ impl<'a> Engine<'a> {
             costs: (sc.sessions.idle_cost, sc.sessions.speaking_cost),
             queue: EventQueue::default(),
             backends,
-            views,
+            proxies,
             sessions: Vec::new(),
-            policy,
             policy_rng: SimRng::derive(sc.seed, STREAM_POLICY),
+            probe_rng: SimRng::derive(sc.seed, STREAM_PROBES),
+            observes_latency,
+            probes: InFlight::new(),
+            first_streams: InFlight::new(),
+            probe_targets: Vec::new(),
             arrivals: ArrivalProcess::new(sc),
             report_rngs: (0..n as u64)
                 .map(|i| SimRng::derive(sc.seed, STREAM_REPORTS + i))
                 .collect(),
             stale_from,
-            in_flight: Vec::new(),
-            free_flight: Vec::new(),
+            reports: InFlight::new(),
             collector: Collector::default(),
             now: 0.0,
             waves: 0,
@@ -180,8 +245,13 @@ impl<'a> Engine<'a> {
     fn schedule_start(&mut self) {
         let sc = self.sc;
         let mut offsets = SimRng::derive(sc.seed, STREAM_OFFSETS);
+        for proxy in &mut self.proxies {
+            for i in 0..self.backends.len() {
+                proxy.policy.on_backend_up(i, 0.0);
+                proxy.touched(i, 0.0, &mut self.policy_rng);
+            }
+        }
         for i in 0..self.backends.len() {
-            self.policy.on_backend_up(i, 0.0);
             self.queue.push(0.0, Event::FirstReport(i as u32));
             let first = offsets.uniform() * sc.reports.interval_s;
             self.queue.push(first, Event::TakeReport(i as u32));
@@ -251,9 +321,26 @@ impl<'a> Engine<'a> {
             }
             Event::FirstReport(b) => self.take_report(b as usize),
             Event::DeliverReport(slot) => {
-                let (b, report) = self.in_flight[slot as usize];
-                self.free_flight.push(slot);
+                let (b, report) = self.reports.take(slot);
                 self.deliver(b as usize, report);
+            }
+            Event::ProbeReply(slot) => {
+                let (p, b, probe) = self.probes.take(slot);
+                let proxy = &mut self.proxies[p as usize];
+                if proxy.views[b as usize].alive {
+                    proxy.policy.on_probe(b as usize, &probe, self.now);
+                }
+            }
+            Event::FirstStream(slot) => {
+                let (id, ms) = self.first_streams.take(slot);
+                let s = &self.sessions[id as usize];
+                // A session whose backend died first never got its stream.
+                if s.open || s.reason != EndReason::BackendLost {
+                    let (p, b) = (s.proxy as usize, s.backend as usize);
+                    self.proxies[p]
+                        .policy
+                        .on_latency(b, f64::from(ms), self.now);
+                }
             }
             Event::Sample => {
                 self.collector
@@ -289,40 +376,73 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// One arrival: plan it, ask the policy, and assign, reject or drop it.
+    /// One arrival: plan it, ask its proxy's policy, and assign, reject or drop it.
     fn admit(&mut self) {
         let id = self.next_arrival_id;
         self.next_arrival_id += 1;
         let mut rng = SimRng::derive(self.sc.seed, STREAM_SESSIONS + id);
         let plan = SessionPlan::draw(self.sc, &mut rng);
         self.collector.summary.arrivals += 1;
-        let Some(b) = self
-            .policy
-            .pick(self.now, &self.views, &mut self.policy_rng)
-        else {
+        let p = (id % self.proxies.len() as u64) as usize;
+        let now = self.now;
+        let proxy = &mut self.proxies[p];
+        let choice = proxy.policy.pick(now, &proxy.views, &mut self.policy_rng);
+        self.send_probes(p);
+        let Some(b) = choice else {
             self.collector.summary.dropped += 1;
             return;
         };
+        let proxy = &mut self.proxies[p];
         assert!(
-            self.views.get(b).is_some_and(|v| v.alive),
+            proxy.views.get(b).is_some_and(|v| v.alive),
             "policy {} picked backend {b}, which the balancer believes dead or does not exist",
-            self.policy.name()
+            proxy.policy.name()
         );
         let backend = &self.backends[b];
         if !backend.alive {
-            // Connection refused: the balancer's passive health check marks it down.
+            // Connection refused: this proxy's passive health check marks it down.
             self.collector.summary.rejected += 1;
-            self.views[b].alive = false;
+            proxy.views[b].alive = false;
+            proxy.touched(b, now, &mut self.policy_rng);
             return;
         }
         if backend.active() >= u64::from(backend.max_sessions) {
             self.collector.summary.rejected += 1;
             return;
         }
-        self.accept(b, plan, rng);
+        self.accept(p, b, plan, rng);
     }
 
-    fn accept(&mut self, b: usize, mut plan: SessionPlan, mut rng: SimRng) {
+    /// The probes proxy `p`'s policy asks for after a pick: each reply describes its
+    /// backend now and arrives a round trip later, unless lost (a dead backend answers
+    /// nothing).
+    fn send_probes(&mut self, p: usize) {
+        let proxy = &mut self.proxies[p];
+        self.probe_targets.clear();
+        proxy.policy.probe(
+            self.now,
+            &proxy.views,
+            &mut self.policy_rng,
+            &mut self.probe_targets,
+        );
+        let balancer = &self.sc.balancer;
+        for &b in &self.probe_targets {
+            let backend = &self.backends[b];
+            if !backend.alive || self.probe_rng.chance(balancer.probe_loss) {
+                continue;
+            }
+            let probe = Probe {
+                taken_at: self.now,
+                rif: backend.active(),
+                latency_ms: backend.latency_at_rif(),
+            };
+            let slot = self.probes.put((p as u32, b as u32, probe));
+            self.queue
+                .push(self.now + balancer.probe_delay_s, Event::ProbeReply(slot));
+        }
+    }
+
+    fn accept(&mut self, p: usize, b: usize, mut plan: SessionPlan, mut rng: SimRng) {
         let flaky = self.backends[b].disconnect_share;
         if flaky > 0.0 && !plan.short && plan.reason != EndReason::Disconnected {
             // Drawn only on a flaky backend: a policy that avoids it changes these
@@ -341,11 +461,23 @@ impl<'a> Engine<'a> {
         backend.sessions.push(id);
         backend.tracked += 1;
         backend.naive += 1;
-        backend.speaking += u64::from(plan.short);
+        backend.weight += plan.weight;
+        if plan.short {
+            backend.speaking += plan.weight;
+        }
         backend.refresh(now, &self.sc.cpu, self.costs, wave);
         let (startup, first) = backend.latencies(&self.sc.latency, &mut rng);
+        backend.note_latency(first);
         self.collector.assigned(overloaded, startup, first);
-        self.views[b].sent_since_report += 1;
+        let proxy = &mut self.proxies[p];
+        proxy.views[b].sent_since_report += 1;
+        proxy.views[b].open += 1;
+        proxy.touched(b, now, &mut self.policy_rng);
+        if self.observes_latency {
+            let slot = self.first_streams.put((id, first as f32));
+            self.queue
+                .push(now + first / 1000.0, Event::FirstStream(slot));
+        }
         let end_at = now + plan.length;
         self.queue.push(end_at, Event::End(id));
         let s = &self.sc.sessions;
@@ -357,6 +489,8 @@ impl<'a> Engine<'a> {
         }
         self.sessions.push(Live {
             backend: b as u32,
+            proxy: p as u32,
+            weight: plan.weight,
             pos: (self.backends[b].sessions.len() - 1) as u32,
             open: true,
             speaking: plan.short,
@@ -371,7 +505,9 @@ impl<'a> Engine<'a> {
         let s = &mut self.sessions[id as usize];
         assert!(s.open, "session {id} ended twice");
         s.open = false;
+        s.reason = reason;
         let (b, pos, speaking) = (s.backend as usize, s.pos as usize, s.speaking);
+        let (p, weight) = (s.proxy as usize, s.weight);
         let backend = &mut self.backends[b];
         let removed = backend.sessions.swap_remove(pos);
         debug_assert_eq!(removed, id);
@@ -382,9 +518,15 @@ impl<'a> Engine<'a> {
         if reason.is_clean() {
             backend.naive -= 1;
         }
-        backend.speaking -= u64::from(speaking);
+        backend.weight -= weight;
+        if speaking {
+            backend.speaking -= weight;
+        }
         backend.refresh(self.now, &self.sc.cpu, self.costs, self.waves > 0);
         self.collector.ended(reason);
+        let proxy = &mut self.proxies[p];
+        proxy.views[b].open -= 1;
+        proxy.touched(b, self.now, &mut self.policy_rng);
     }
 
     fn phase(&mut self, id: u32) {
@@ -401,12 +543,12 @@ impl<'a> Engine<'a> {
             sc.sessions.idle_mean_s
         };
         let next = now + s.rng.exponential(mean);
-        let (b, speaking, end_at) = (s.backend as usize, s.speaking, s.end_at);
+        let (b, speaking, end_at, weight) = (s.backend as usize, s.speaking, s.end_at, s.weight);
         let backend = &mut self.backends[b];
         if speaking {
-            backend.speaking += 1;
+            backend.speaking += weight;
         } else {
-            backend.speaking -= 1;
+            backend.speaking -= weight;
         }
         backend.refresh(now, &sc.cpu, self.costs, wave);
         if next < end_at {
@@ -431,6 +573,7 @@ impl<'a> Engine<'a> {
             utilisation: backend.take_utilisation(self.now),
             arrivals_in_window: backend.arrivals_in_window(self.now, r.window_s),
             window_s: r.window_s,
+            utilisation_recent: backend.recent_utilisation(self.now),
         };
         if self.report_rngs[b].chance(r.loss) {
             return;
@@ -439,28 +582,23 @@ impl<'a> Engine<'a> {
             self.deliver(b, report);
             return;
         }
-        let slot = match self.free_flight.pop() {
-            Some(slot) => {
-                self.in_flight[slot as usize] = (b as u32, report);
-                slot
-            }
-            None => {
-                self.in_flight.push((b as u32, report));
-                (self.in_flight.len() - 1) as u32
-            }
-        };
+        let slot = self.reports.put((b as u32, report));
         self.queue
             .push(self.now + r.delay_s, Event::DeliverReport(slot));
     }
 
+    /// A report reaches every proxy.
     fn deliver(&mut self, b: usize, report: Report) {
-        let view = &mut self.views[b];
-        if !view.alive {
-            return; // a report from before a death, arriving late: ignored
+        for proxy in &mut self.proxies {
+            let view = &mut proxy.views[b];
+            if !view.alive {
+                continue; // a report from before a death, arriving late: ignored
+            }
+            view.report = Some(report);
+            view.sent_since_report = 0;
+            proxy.policy.on_report(b, &report, self.now);
+            proxy.touched(b, self.now, &mut self.policy_rng);
         }
-        view.report = Some(report);
-        view.sent_since_report = 0;
-        self.policy.on_report(b, &report, self.now);
     }
 
     fn die(&mut self, f: usize) {
@@ -487,18 +625,25 @@ impl<'a> Engine<'a> {
         self.queue.push(check, Event::HealthCheck(b as u32));
     }
 
-    /// The balancer's belief catches up with the truth.
+    /// Every proxy's belief catches up with the truth.
     fn health_check(&mut self, b: usize) {
         let alive = self.backends[b].alive;
-        let view = &mut self.views[b];
-        if view.alive == alive {
-            return;
+        let mut came_up = false;
+        for proxy in &mut self.proxies {
+            let view = &mut proxy.views[b];
+            if view.alive == alive {
+                continue;
+            }
+            view.alive = alive;
+            view.report = None;
+            view.sent_since_report = 0;
+            if alive {
+                proxy.policy.on_backend_up(b, self.now);
+                came_up = true;
+            }
+            proxy.touched(b, self.now, &mut self.policy_rng);
         }
-        view.alive = alive;
-        view.report = None;
-        view.sent_since_report = 0;
-        if alive {
-            self.policy.on_backend_up(b, self.now);
+        if came_up {
             self.take_report(b);
         }
     }

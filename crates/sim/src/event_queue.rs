@@ -33,6 +33,10 @@ pub(crate) enum Event {
     WaveStart,
     /// The wave is over.
     WaveEnd,
+    /// A probe reply reaches its proxy (index into the engine's in-flight probes).
+    ProbeReply(u32),
+    /// A session's first stream reaches its proxy (index into the in-flight latencies).
+    FirstStream(u32),
 }
 
 #[derive(Debug)]

@@ -69,8 +69,8 @@ mod validate;
 
 pub use engine::{run, run_policy};
 pub use scenario::{
-    Arrivals, BackendGroup, Capacity, CounterKind, Cpu, DurationDist, Failure, Latency, Pattern,
-    Reports, Scenario, Sessions, Stale, Wave,
+    Arrivals, BackendGroup, Balancer, Capacity, CounterKind, Cpu, DurationDist, Failure, Latency,
+    Pattern, Reports, Scenario, Sessions, Stale, Wave,
 };
 pub use scenario_error::ScenarioError;
 pub use sim_result::{

@@ -70,6 +70,9 @@ pub struct Scenario {
     /// The hybrid capacity model's parameters (also the "overloaded" threshold).
     #[serde(default)]
     pub capacity: Capacity,
+    /// The balancing tier: how many independent proxies, and their probes' round trip.
+    #[serde(default)]
+    pub balancer: Balancer,
     /// Backends that die (and maybe come back).
     #[serde(default)]
     pub failures: Vec<Failure>,
@@ -199,6 +202,10 @@ pub struct Sessions {
     /// Share of long sessions whose connection is cut (no close frame).
     #[serde(default)]
     pub disconnect_share: f64,
+    /// Spread of the work per session: each session's costs are multiplied by a log-normal
+    /// factor with mean 1 and this shape (0 = every session costs the same).
+    #[serde(default)]
+    pub cost_sigma: f64,
 }
 
 fn one() -> f64 {
@@ -245,6 +252,10 @@ pub struct BackendGroup {
     /// network path to these backends), on top of `sessions.disconnect_share`.
     #[serde(default)]
     pub disconnect_share: f64,
+    /// Latency multiplier of these backends that their CPU does not show (a degraded disk,
+    /// a slow dependency, a noisy neighbour on the accelerator): 1 = healthy.
+    #[serde(default = "one")]
+    pub slowdown: f64,
 }
 
 fn default_max_sessions() -> u32 {
@@ -351,6 +362,31 @@ impl Default for Capacity {
             target: 0.8,
             safety_scaler: 2.0,
             slow_start_s: 0.0,
+        }
+    }
+}
+
+/// The balancing tier in front of the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Balancer {
+    /// Independent proxies, each running its own copy of the policy and seeing only the
+    /// reports (shared), its own sends and its own open streams; arrivals are spread over
+    /// them in turn, as ECMP or DNS round robin would.
+    pub proxies: u32,
+    /// Round trip of a probe (Prequal), seconds: the reply describes the backend when the
+    /// probe was sent and arrives this long after.
+    pub probe_delay_s: f64,
+    /// Probability that a probe or its reply is lost.
+    pub probe_loss: f64,
+}
+
+impl Default for Balancer {
+    fn default() -> Self {
+        Self {
+            proxies: 1,
+            probe_delay_s: 0.002,
+            probe_loss: 0.0,
         }
     }
 }

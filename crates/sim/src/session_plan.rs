@@ -52,16 +52,25 @@ pub(crate) struct SessionPlan {
     pub(crate) length: f64,
     /// How it ends (unless its backend dies first).
     pub(crate) reason: EndReason,
+    /// Its costs' multiplier (1 unless `sessions.cost_sigma` spreads them).
+    pub(crate) weight: f64,
 }
 
 impl SessionPlan {
     pub(crate) fn draw(scenario: &Scenario, rng: &mut SimRng) -> Self {
         let s = &scenario.sessions;
+        // Drawn first, and only when asked for, so scenarios without it replay as before.
+        let weight = if s.cost_sigma > 0.0 {
+            rng.lognormal(1.0, s.cost_sigma)
+        } else {
+            1.0
+        };
         if rng.chance(s.short_share) {
             return Self {
                 short: true,
                 length: s.short_s,
                 reason: EndReason::Completed,
+                weight,
             };
         }
         let natural = match s.duration {
@@ -86,6 +95,7 @@ impl SessionPlan {
             short: false,
             length: length.max(1e-6),
             reason,
+            weight,
         }
     }
 }

@@ -7,6 +7,8 @@ use crate::scenario::{Pattern, Scenario};
 /// Largest fleet and longest run accepted (keeps a typo from eating the machine).
 const MAX_BACKENDS: usize = 100_000;
 const MAX_DURATION_S: f64 = 30.0 * 86_400.0;
+/// Most proxies in the balancing tier (each holds a view of every backend).
+const MAX_PROXIES: u32 = 1024;
 
 struct Checker<'a> {
     file: &'a str,
@@ -165,6 +167,7 @@ impl Scenario {
         c.non_negative("sessions.speaking_cost", s.speaking_cost, 64.0)?;
         c.share("sessions.cancel_share", s.cancel_share)?;
         c.share("sessions.disconnect_share", s.disconnect_share)?;
+        c.non_negative("sessions.cost_sigma", s.cost_sigma, 3.0)?;
         if s.cancel_share + s.disconnect_share > 1.0 {
             let sum = s.cancel_share + s.disconnect_share;
             return Err(c.fail(
@@ -205,6 +208,13 @@ impl Scenario {
             c.share(
                 &format!("backends[{i}].disconnect_share"),
                 g.disconnect_share,
+            )?;
+            c.range(
+                &format!("backends[{i}].slowdown"),
+                g.slowdown,
+                1.0,
+                1000.0,
+                true,
             )?;
         }
         let backend = |key: &str, b: u32| {
@@ -249,6 +259,16 @@ impl Scenario {
         let k = &self.capacity;
         c.range("capacity.target", k.target, 0.0, 1.0, false)?;
         c.range("capacity.safety_scaler", k.safety_scaler, 1.0, 1000.0, true)?;
-        c.non_negative("capacity.slow_start_s", k.slow_start_s, 3600.0)
+        c.non_negative("capacity.slow_start_s", k.slow_start_s, 3600.0)?;
+        let b = &self.balancer;
+        c.range(
+            "balancer.proxies",
+            f64::from(b.proxies),
+            1.0,
+            f64::from(MAX_PROXIES),
+            true,
+        )?;
+        c.non_negative("balancer.probe_delay_s", b.probe_delay_s, 10.0)?;
+        c.share("balancer.probe_loss", b.probe_loss)
     }
 }

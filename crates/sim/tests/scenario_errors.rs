@@ -215,13 +215,13 @@ fn lbsim_run_on_invalid_file_fails_naming_file_and_key() {
 }
 
 #[test]
-fn lbsim_policies_lists_all_nine_names() {
+fn lbsim_policies_lists_all_fourteen_names() {
     let out = lbsim(&["policies"]);
     assert!(out.status.success(), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let names: Vec<&str> = stdout.lines().collect();
     assert_eq!(names, policy::NAMES);
-    assert_eq!(names.len(), 9);
+    assert_eq!(names.len(), 14);
 }
 
 #[test]

@@ -3,33 +3,47 @@
 //! A policy sees only what a real balancer could know ([`BackendView`]): its belief about
 //! which backends are alive, their configured slot counts, the last load report each one
 //! sent (possibly old, possibly lost), and how many sessions it has itself sent there since
-//! that report arrived. It never sees the simulator's truth.
+//! that report arrived, and how many of its own streams are open there. Policies that probe
+//! (Prequal) get probe replies; policies that time responses (peak EWMA) get each of their
+//! sessions' time to first stream when it arrives. A policy never sees the simulator's truth.
+//!
+//! With several proxies (`balancer.proxies`), each runs its own copy of the policy and has
+//! its own views: reports reach every proxy, but sends, open streams and probes are its own.
 //!
 //! Adding a policy: write a file with a type implementing [`Policy`], add it to [`NAMES`]
 //! and [`by_name`].
 
 use crate::{Scenario, SimRng};
 
+mod cpu_threshold;
 mod grpc_wrr;
 mod hybrid;
+mod index;
 mod least_cpu;
 mod least_request;
+mod least_request_bias;
 mod p2c_sessions;
+mod peak_ewma;
+mod prequal;
 mod random;
 mod round_robin;
 mod static_slots;
 
+pub use cpu_threshold::CpuThreshold;
 pub use grpc_wrr::GrpcWrr;
 pub use hybrid::{Hybrid, HybridMode};
 pub use least_cpu::LeastCpu;
 pub use least_request::LeastRequest;
+pub use least_request_bias::LeastRequestBias;
 pub use p2c_sessions::P2cSessions;
+pub use peak_ewma::PeakEwmaP2c;
+pub use prequal::PrequalHcl;
 pub use random::Random;
 pub use round_robin::RoundRobin;
 pub use static_slots::StaticSlots;
 
 /// Every policy name [`by_name`] accepts, in the order reports list them.
-pub const NAMES: [&str; 9] = [
+pub const NAMES: [&str; 14] = [
     "round_robin",
     "random",
     "least_request",
@@ -37,6 +51,11 @@ pub const NAMES: [&str; 9] = [
     "static_slots",
     "p2c_sessions",
     "grpc_wrr",
+    "least_request_bias",
+    "cpu_threshold",
+    "peak_ewma_p2c",
+    "prequal_hcl",
+    "prequal_hcl_q60",
     "hybrid_p2c",
     "hybrid_weighted",
 ];
@@ -54,6 +73,21 @@ pub struct Report {
     pub arrivals_in_window: u64,
     /// The window `arrivals_in_window` and pretend QPS refer to, seconds.
     pub window_s: f64,
+    /// Mean of the last 5 point samples of utilisation taken every 0.5 s (LiveKit's worker
+    /// load), in [0, 1].
+    pub utilisation_recent: f64,
+}
+
+/// A Prequal probe's reply as the balancer received it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Probe {
+    /// Simulated seconds when the backend answered.
+    pub taken_at: f64,
+    /// Requests in flight: the backend's active sessions.
+    pub rif: u64,
+    /// The backend's latency estimate at that RIF (median time to first stream of its
+    /// recent sessions nearest that RIF), ms; `None` before its first session.
+    pub latency_ms: Option<f64>,
 }
 
 /// What the balancer knows about one backend.
@@ -67,6 +101,8 @@ pub struct BackendView {
     pub report: Option<Report>,
     /// Sessions this balancer sent there since that report arrived.
     pub sent_since_report: u64,
+    /// This balancer's own streams open there now (a proxy carries them, so it knows).
+    pub open: u64,
 }
 
 impl BackendView {
@@ -87,9 +123,37 @@ pub trait Policy: std::fmt::Debug {
     /// `backend` was (re)discovered at `now` (start of the run, or after it came back).
     fn on_backend_up(&mut self, _backend: usize, _now: f64) {}
 
+    /// `backends[backend]` changed at `now` (a report, a send, a stream's end, a health
+    /// check): for policies that keep an index instead of scanning. The engine calls it
+    /// for every backend at the start and after every change.
+    fn on_view(&mut self, _backend: usize, _view: &BackendView, _now: f64, _rng: &mut SimRng) {}
+
     /// Chooses a backend for a new session, among those with `alive` set; `None` when
     /// there is none. The engine checks the choice.
     fn pick(&mut self, now: f64, backends: &[BackendView], rng: &mut SimRng) -> Option<usize>;
+
+    /// After a pick: backends to probe (pushed onto `out`); their replies arrive through
+    /// [`Policy::on_probe`] one probe round trip later, unless lost.
+    fn probe(
+        &mut self,
+        _now: f64,
+        _backends: &[BackendView],
+        _rng: &mut SimRng,
+        _out: &mut Vec<usize>,
+    ) {
+    }
+
+    /// A probe reply from `backend` arrived at `now`.
+    fn on_probe(&mut self, _backend: usize, _probe: &Probe, _now: f64) {}
+
+    /// Whether the policy times its sessions' first responses ([`Policy::on_latency`]).
+    fn observes_latency(&self) -> bool {
+        false
+    }
+
+    /// A session this balancer sent to `backend` got its first stream at `now`, `ms` after
+    /// it was sent.
+    fn on_latency(&mut self, _backend: usize, _ms: f64, _now: f64) {}
 }
 
 /// Builds the policy called `name` for `scenario`, or `None` for an unknown name.
@@ -112,11 +176,16 @@ pub fn by_name(name: &str, scenario: &Scenario) -> Option<Box<dyn Policy>> {
     Some(match name {
         "round_robin" => Box::new(RoundRobin::default()),
         "random" => Box::new(Random),
-        "least_request" => Box::new(LeastRequest),
-        "least_cpu" => Box::new(LeastCpu),
-        "static_slots" => Box::new(StaticSlots),
+        "least_request" => Box::new(LeastRequest::new(scenario.backend_count())),
+        "least_cpu" => Box::new(LeastCpu::new(scenario.backend_count())),
+        "static_slots" => Box::new(StaticSlots::new(scenario.backend_count())),
         "p2c_sessions" => Box::new(P2cSessions),
         "grpc_wrr" => Box::new(GrpcWrr::new(scenario.backend_count())),
+        "least_request_bias" => Box::new(LeastRequestBias::new(1.0)),
+        "cpu_threshold" => Box::new(CpuThreshold::new(scenario.backend_count(), 0.75)),
+        "peak_ewma_p2c" => Box::new(PeakEwmaP2c::new(scenario)),
+        "prequal_hcl" => Box::new(PrequalHcl::new("prequal_hcl", 2f64.powf(-0.25))),
+        "prequal_hcl_q60" => Box::new(PrequalHcl::new("prequal_hcl_q60", 0.6)),
         "hybrid_p2c" => Box::new(Hybrid::new(scenario, HybridMode::PowerOfTwo)),
         "hybrid_weighted" => Box::new(Hybrid::new(scenario, HybridMode::Weighted)),
         _ => return None,
@@ -132,34 +201,6 @@ pub(crate) fn alive(backends: &[BackendView]) -> impl Iterator<Item = usize> + '
         .map(|(i, _)| i)
 }
 
-/// The alive backend with the lowest `score`; ties broken uniformly at random (reservoir
-/// sampling), so a tie never favours low indices.
-pub(crate) fn argmin_by(
-    backends: &[BackendView],
-    rng: &mut SimRng,
-    mut score: impl FnMut(&BackendView) -> f64,
-) -> Option<usize> {
-    let mut best: Option<(f64, usize)> = None;
-    let mut ties = 0usize;
-    for i in alive(backends) {
-        let s = score(&backends[i]);
-        match best {
-            Some((b, _)) if s > b => {}
-            Some((b, _)) if s == b => {
-                ties += 1;
-                if rng.below(ties + 1) == 0 {
-                    best = Some((s, i));
-                }
-            }
-            _ => {
-                best = Some((s, i));
-                ties = 0;
-            }
-        }
-    }
-    best.map(|(_, i)| i)
-}
-
 /// Two distinct alive backends chosen uniformly (one if only one is alive).
 pub(crate) fn two_choices(backends: &[BackendView], rng: &mut SimRng) -> Option<(usize, usize)> {
     let n = backends.len();
@@ -171,7 +212,7 @@ pub(crate) fn two_choices(backends: &[BackendView], rng: &mut SimRng) -> Option<
             return Some((a, b));
         }
     }
-    let up: Vec<usize> = alive(backends).collect();
+    let up: Vec<usize> = alive(backends).collect(); // most are dead: rare, and O(n)
     match up.len() {
         0 => None,
         1 => Some((up[0], up[0])),
