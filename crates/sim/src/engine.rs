@@ -674,6 +674,10 @@ impl<'a> Engine<'a> {
             0,
             "sessions left open after the drain"
         );
+        for (p, proxy) in self.proxies.iter().enumerate() {
+            let open: u64 = proxy.views.iter().map(|v| v.open).sum();
+            assert_eq!(open, 0, "proxy {p} still counts {open} open streams");
+        }
         self.collector.finish(&self.backends)
     }
 }

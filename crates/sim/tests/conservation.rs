@@ -107,6 +107,11 @@ struct Params {
     waves: Vec<(f64, f64)>,
     naive: bool,
     policy: usize,
+    proxies: u32,
+    probe_delay_s: f64,
+    probe_loss: f64,
+    cost_sigma: f64,
+    slowdown: f64,
 }
 
 fn params() -> impl Strategy<Value = Params> {
@@ -137,7 +142,14 @@ fn params() -> impl Strategy<Value = Params> {
         any::<bool>(),
         0..policy::NAMES.len(),
     );
-    (workload, ends_and_reports, rest).prop_map(|(w, e, r)| {
+    let balancer = (
+        1u32..5,
+        0.0..0.5f64,
+        prop_oneof![Just(0.0), 0.0..=1.0f64],
+        prop_oneof![Just(0.0), 0.0..2.0f64],
+        prop_oneof![Just(1.0), 1.0..10.0f64],
+    );
+    (workload, ends_and_reports, rest, balancer).prop_map(|(w, e, r, b)| {
         let (cancel, d, loss, delay_s, interval_s, health_check_s) = e;
         Params {
             seed: w.0,
@@ -161,6 +173,11 @@ fn params() -> impl Strategy<Value = Params> {
             waves: r.1,
             naive: r.2,
             policy: r.3,
+            proxies: b.0,
+            probe_delay_s: b.1,
+            probe_loss: b.2,
+            cost_sigma: b.3,
+            slowdown: b.4,
         }
     })
 }
@@ -196,15 +213,30 @@ fn to_toml(p: &Params) -> String {
     let _ = writeln!(
         t,
         "[sessions]\nduration = \"{}\"\nmean_s = {:?}\nmax_s = {:?}\nshort_share = {:?}\n\
-         speaking_mean_s = {:?}\nidle_mean_s = 3\ncancel_share = {:?}\ndisconnect_share = {:?}",
-        p.dist, p.mean_s, p.max_s, p.short_share, p.speaking_mean_s, p.cancel, p.disconnect
+         speaking_mean_s = {:?}\nidle_mean_s = 3\ncancel_share = {:?}\ndisconnect_share = {:?}\n\
+         cost_sigma = {:?}",
+        p.dist,
+        p.mean_s,
+        p.max_s,
+        p.short_share,
+        p.speaking_mean_s,
+        p.cancel,
+        p.disconnect,
+        p.cost_sigma
     );
-    for (size, max) in &p.backends {
+    for (i, (size, max)) in p.backends.iter().enumerate() {
+        // Every other backend is slow in a way its CPU does not show.
+        let slowdown = if i % 2 == 1 { p.slowdown } else { 1.0 };
         let _ = writeln!(
             t,
-            "[[backends]]\ncount = 1\nsize = {size:?}\nmax_sessions = {max}"
+            "[[backends]]\ncount = 1\nsize = {size:?}\nmax_sessions = {max}\nslowdown = {slowdown:?}"
         );
     }
+    let _ = writeln!(
+        t,
+        "[balancer]\nproxies = {}\nprobe_delay_s = {:?}\nprobe_loss = {:?}",
+        p.proxies, p.probe_delay_s, p.probe_loss
+    );
     let _ = writeln!(
         t,
         "[reports]\ninterval_s = {:?}\nwindow_s = {:?}\nloss = {:?}\ndelay_s = {:?}\n\
