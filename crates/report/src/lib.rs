@@ -98,6 +98,9 @@ mod load_board;
 mod load_report;
 #[cfg(feature = "orca")]
 pub mod orca;
+mod prequal_estimator;
+mod prequal_probe;
+mod prequal_sample;
 pub mod prometheus;
 
 pub use agent_check::serve_agent_check;
@@ -110,3 +113,5 @@ pub use load_board::{LoadBoard, LoadBoardBuilder};
 pub use load_report::LoadReport;
 #[cfg(feature = "orca")]
 pub use orca::OrcaService;
+pub use prequal_estimator::PrequalEstimator;
+pub use prequal_probe::{LATENCY_US_HEADER, PrequalProbe, RIF_HEADER};
