@@ -1,18 +1,29 @@
-//! `/load` (JSON) and `/metrics` (Prometheus text) as an axum [`Router`].
+//! `/load` (JSON), `/metrics` (Prometheus text) and `/prequal` (a Prequal probe reply) as
+//! an axum [`Router`].
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use serde::Serialize;
 
-use crate::{LoadBoard, prometheus};
+use crate::{LATENCY_US_HEADER, LoadBoard, PrequalProbe, RIF_HEADER, prometheus};
 
 /// A router serving the board's latest report as `GET /load` (the [`LoadReport`](crate::LoadReport)
-/// as JSON, plus `age_ms`) and `GET /metrics` (Prometheus text). Merge it into a service's
-/// own router or serve it on a scrape port.
+/// as JSON, plus `age_ms`), `GET /metrics` (Prometheus text) and `GET /prequal`. Merge it
+/// into a service's own router or serve it on a scrape port.
+///
+/// `/prequal` answers a Prequal probe from the same report: the [`PrequalProbe`] as JSON
+/// plus the report's `sequence` and `age_ms`, e.g.
+/// `{"rif":12,"latency_ms":41.5,"samples":64,"samples_used":16,"sequence":310,"age_ms":420}`
+/// (`latency_ms` is `null` when no fresh sample is near `rif`), and the same in the
+/// headers prequal-rs's `HttpProber` reads: [`RIF_HEADER`] and [`LATENCY_US_HEADER`]
+/// (whole microseconds, `0` when unknown). A board built without
+/// [`prequal`](crate::LoadBoardBuilder::prequal) answers `404 Not Found`, so a prober
+/// counts the probe failed instead of reading a made-up latency.
 ///
 /// ```
 /// # use std::sync::Arc;
@@ -27,6 +38,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(board: Arc<LoadBoard>) -> Router
     Router::new()
         .route("/load", get(load))
         .route("/metrics", get(metrics))
+        .route("/prequal", get(prequal))
         .with_state(board)
 }
 
@@ -48,4 +60,31 @@ async fn load(State(board): State<Arc<LoadBoard>>) -> Response {
 async fn metrics(State(board): State<Arc<LoadBoard>>) -> Response {
     let body = prometheus::render(&board.latest());
     ([(header::CONTENT_TYPE, prometheus::CONTENT_TYPE)], body).into_response()
+}
+
+/// The `/prequal` body: the probe and which report it came from.
+#[derive(Serialize)]
+struct PrequalReply {
+    #[serde(flatten)]
+    probe: PrequalProbe,
+    sequence: u64,
+    age_ms: u64,
+}
+
+async fn prequal(State(board): State<Arc<LoadBoard>>) -> Response {
+    let report = board.latest();
+    let Some(probe) = report.prequal else {
+        let why = "no Prequal estimator: this load board was built without one\n";
+        return (StatusCode::NOT_FOUND, why).into_response();
+    };
+    let headers = [
+        (RIF_HEADER, probe.header_rif().to_string()),
+        (LATENCY_US_HEADER, probe.header_latency_us().to_string()),
+    ];
+    let reply = PrequalReply {
+        probe,
+        sequence: report.sequence,
+        age_ms: report.age_ms(),
+    };
+    (headers, axum::Json(reply)).into_response()
 }

@@ -1,11 +1,17 @@
 //! One coherent load report per interval from a `livecount-session` tracker, served the
-//! ways load balancers read load: Prometheus text, `/load` JSON, HAProxy agent-check and
-//! ORCA (`xds.service.orca.v3.OpenRcaService`).
+//! ways load balancers read load: Prometheus text, `/load` JSON, HAProxy agent-check,
+//! ORCA (`xds.service.orca.v3.OpenRcaService`) and a Prequal probe reply (`/prequal`).
 //!
 //! A [`LoadBoard`] turns a tracker [`Snapshot`](livecount_session::Snapshot), the process's
 //! utilisation and the hybrid capacity model (`livecount-capacity`) into a [`LoadReport`]
 //! and publishes it lock-free; every encoder reads the same `Arc<LoadReport>`, so `/load`,
 //! `/metrics`, agent-check and ORCA never disagree about a moment.
+//!
+//! With a [`PrequalEstimator`] ([`LoadBoardBuilder::prequal`]), each report also carries a
+//! [`PrequalProbe`]: requests in flight (the active sessions) and the median latency of
+//! recent session starts at about that many, for Prequal's hot-cold selection (NSDI 2024);
+//! the service records one sample per session start, lock-free. `docs/prequal-probe.md`
+//! describes the format and its limits.
 //!
 //! # Usage
 //!
@@ -33,7 +39,7 @@
 //! board.spawn_publisher(tracker.clone()); // one report per second
 //!
 //! let http = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//! tokio::spawn(axum::serve(http, router(Arc::clone(&board))).into_future()); // /load, /metrics
+//! tokio::spawn(axum::serve(http, router(Arc::clone(&board))).into_future()); // /load, /metrics, /prequal
 //! let check = tokio::net::TcpListener::bind("127.0.0.1:9101").await?;
 //! tokio::spawn(serve_agent_check(check, Arc::clone(&board))); // HAProxy agent-check
 //! tonic::transport::Server::builder() // ORCA for gRPC WRR and Envoy CSWRR
@@ -69,7 +75,7 @@
 //!
 //! # Feature flags
 //!
-//! * `http` (default): [`router`], `/load` and `/metrics` as an axum `Router`.
+//! * `http` (default): [`router`], `/load`, `/metrics` and `/prequal` as an axum `Router`.
 //! * `orca` (default): [`OrcaService`], the ORCA out-of-band reporting service for tonic,
 //!   with the committed generated protobuf code ([`generated`]; building needs no `protoc`).
 //!
@@ -84,6 +90,9 @@
 //! * Utilisation comes from `getrusage` on Unix; where nothing measures it the report
 //!   says `utilisation_measured: false` rather than a silent 0.
 //! * Every wait of the agent-check responder is bounded ([`agent_check::WRITE_TIMEOUT`]).
+//! * A [`PrequalEstimator`] sample is one atomic word, so a probe never reads a torn one;
+//!   its answers are checked against a `Vec`-based model by proptest, and recording is
+//!   checked to allocate nothing.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

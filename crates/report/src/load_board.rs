@@ -12,6 +12,7 @@ use livecount_session::{SessionTracker, Snapshot};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::PrequalEstimator;
 use crate::cpu::{ProcessCpu, UtilisationSource};
 use crate::load_report::{LoadReport, unix_ms};
 
@@ -50,6 +51,7 @@ pub struct LoadBoard {
     full_weight_headroom: f64,
     rejected: AtomicU64,
     draining: watch::Sender<bool>,
+    prequal: Option<Arc<PrequalEstimator>>,
 }
 
 /// What only publishers touch.
@@ -66,6 +68,7 @@ pub struct LoadBoardBuilder {
     config: CapacityConfig,
     max_sessions: Option<u64>,
     utilisation: Option<Box<dyn UtilisationSource>>,
+    prequal: Option<Arc<PrequalEstimator>>,
 }
 
 impl LoadBoardBuilder {
@@ -87,6 +90,32 @@ impl LoadBoardBuilder {
         self
     }
 
+    /// Every report carries a Prequal probe from `estimator` at its active count
+    /// ([`LoadReport::prequal`]), served as `/prequal` and ORCA named metrics. The service
+    /// records into the same estimator (one sample per session start).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use livecount_capacity::CapacityConfig;
+    /// use livecount_report::{LoadBoard, PrequalEstimator};
+    /// use livecount_session::SessionTracker;
+    ///
+    /// let estimator = Arc::new(PrequalEstimator::new());
+    /// let config = CapacityConfig::builder().build()?;
+    /// let board = LoadBoard::builder("b1", config).prequal(Arc::clone(&estimator)).build();
+    /// let tracker: SessionTracker = SessionTracker::default();
+    /// let _session = tracker.start();
+    /// estimator.record(tracker.active(), Duration::from_millis(40));
+    /// let probe = board.publish(tracker.snapshot()).prequal.unwrap();
+    /// assert_eq!((probe.rif, probe.latency_ms), (1, Some(40.0)));
+    /// # Ok::<(), livecount_capacity::ConfigError>(())
+    /// ```
+    pub fn prequal(mut self, estimator: Arc<PrequalEstimator>) -> Self {
+        self.prequal = Some(estimator);
+        self
+    }
+
     /// The board, with an empty report (sequence 0) published.
     pub fn build(self) -> LoadBoard {
         let utilisation = self.utilisation.unwrap_or_else(|| {
@@ -97,6 +126,7 @@ impl LoadBoardBuilder {
         let cap = self.max_sessions.map_or(f64::INFINITY, |m| m as f64);
         let mut empty = LoadReport::empty(&self.name);
         empty.max_sessions = self.max_sessions;
+        empty.prequal = self.prequal.as_ref().map(|e| e.probe(0));
         LoadBoard {
             latest: ArcSwap::from_pointee(empty),
             model: Mutex::new(Model {
@@ -107,6 +137,7 @@ impl LoadBoardBuilder {
             full_weight_headroom: idle.min(cap).max(1.0),
             rejected: AtomicU64::new(0),
             draining: watch::channel(false).0,
+            prequal: self.prequal,
             name: self.name,
             config: self.config,
             max_sessions: self.max_sessions,
@@ -128,6 +159,7 @@ impl LoadBoard {
             config,
             max_sessions: None,
             utilisation: None,
+            prequal: None,
         }
     }
 
@@ -139,6 +171,11 @@ impl LoadBoard {
     /// The capacity model's configuration (its report interval is the publishing interval).
     pub fn config(&self) -> &CapacityConfig {
         &self.config
+    }
+
+    /// The Prequal estimator the reports are probed from, if the board has one.
+    pub fn prequal(&self) -> Option<&Arc<PrequalEstimator>> {
+        self.prequal.as_ref()
     }
 
     /// The latest report: one `Arc`, never fields of two moments; wait-free.
@@ -218,6 +255,7 @@ impl LoadBoard {
                 weight_percent(headroom, self.full_weight_headroom)
             },
             draining,
+            prequal: self.prequal.as_ref().map(|e| e.probe(snapshot.active)),
         });
         // Stored under the model lock: two publishers cannot leave an older report last.
         self.latest.store(Arc::clone(&report));
@@ -264,6 +302,7 @@ impl fmt::Debug for LoadBoard {
             .field("max_sessions", &self.max_sessions)
             .field("latest_sequence", &self.latest.load().sequence)
             .field("draining", &self.is_draining())
+            .field("prequal", &self.prequal)
             .finish_non_exhaustive()
     }
 }
@@ -380,6 +419,38 @@ mod tests {
             }
         });
         assert_eq!(board.latest().sequence, tracker.snapshot().sequence - 1);
+    }
+
+    #[test]
+    fn reports_carry_a_prequal_probe_at_their_active_count_only_if_configured() {
+        let tracker: SessionTracker = SessionTracker::default();
+        let plain = LoadBoard::new("b", config());
+        assert_eq!(plain.latest().prequal, None);
+        assert!(plain.prequal().is_none());
+        assert_eq!(plain.publish(tracker.snapshot()).prequal, None);
+
+        let estimator = Arc::new(PrequalEstimator::new());
+        let board = LoadBoard::builder("b", config())
+            .prequal(Arc::clone(&estimator))
+            .build();
+        assert!(Arc::ptr_eq(board.prequal().unwrap(), &estimator));
+        let first = board
+            .latest()
+            .prequal
+            .expect("configured: even the empty report");
+        assert_eq!((first.rif, first.latency_ms), (0, None));
+        estimator.record(3, Duration::from_millis(10));
+        estimator.record(30, Duration::from_millis(900));
+        let open: Vec<_> = (0..3).map(|_| tracker.start()).collect();
+        let r = board.publish(tracker.snapshot());
+        let probe = r.prequal.unwrap();
+        assert_eq!((probe.rif, probe.latency_ms), (3, Some(10.0)));
+        assert_eq!((probe.samples, probe.samples_used), (2, 1));
+        assert_eq!(board.latest().prequal, Some(probe));
+        drop(open);
+        let probe = board.publish(tracker.snapshot()).prequal.unwrap();
+        assert_eq!((probe.rif, probe.latency_ms), (0, None), "nothing near 0");
+        assert!(format!("{board:?}").contains("PrequalEstimator"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -5,6 +5,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::PrequalProbe;
+
 /// One load report: a tracker snapshot, the process's utilisation and the capacity model's
 /// verdict, all of one moment. `/load`, `/metrics`, agent-check and ORCA serve the same
 /// `Arc<LoadReport>`, so no two of them can disagree about a sequence number.
@@ -65,6 +67,12 @@ pub struct LoadReport {
     pub weight_percent: u32,
     /// Shutting down: agent-check says `drain`, ORCA streams end.
     pub draining: bool,
+    /// The Prequal probe reply at `active` from the board's
+    /// [`PrequalEstimator`](crate::PrequalEstimator), taken with the rest of the report;
+    /// `None` (and absent from the JSON) when the board has none
+    /// ([`LoadBoardBuilder::prequal`](crate::LoadBoardBuilder::prequal)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prequal: Option<PrequalProbe>,
 }
 
 impl LoadReport {
@@ -91,6 +99,7 @@ impl LoadReport {
             headroom: 0.0,
             weight_percent: 100,
             draining: false,
+            prequal: None,
         }
     }
 

@@ -59,6 +59,13 @@
 //! | `named_metrics["effective_capacity"]` | `effective_capacity` |
 //! | `named_metrics["headroom"]` | `headroom` |
 //! | `named_metrics["report_sequence"]` | `sequence` (as a double) |
+//! | `named_metrics["prequal_rif"]` | `prequal.rif`, only with a [`PrequalEstimator`](crate::PrequalEstimator) |
+//! | `named_metrics["prequal_latency_ms"]` | `prequal.latency_ms`, only when known |
+//!
+//! The two `prequal_` metrics are the board's Prequal probe reply (see
+//! [`LoadBoardBuilder::prequal`](crate::LoadBoardBuilder::prequal)); a board without an
+//! estimator sends neither, and a latency it does not know is left out rather than sent
+//! as 0, which a reader could not tell from a fast backend.
 //!
 //! A draining backend reports the floor (weight [`MIN_WEIGHT_SESSIONS`], 10 units) until its
 //! streams end.
@@ -185,7 +192,7 @@ pub fn orca_report(report: &LoadReport) -> OrcaLoadReport {
     } else {
         1.0
     };
-    let named_metrics = HashMap::from([
+    let mut named_metrics = HashMap::from([
         ("session_utilization".to_owned(), session_utilization),
         ("active_sessions".to_owned(), report.active as f64),
         ("generating_sessions".to_owned(), report.generating as f64),
@@ -193,6 +200,12 @@ pub fn orca_report(report: &LoadReport) -> OrcaLoadReport {
         ("headroom".to_owned(), report.headroom),
         ("report_sequence".to_owned(), report.sequence as f64),
     ]);
+    if let Some(probe) = &report.prequal {
+        named_metrics.insert("prequal_rif".to_owned(), probe.rif as f64);
+        if let Some(latency) = probe.latency_ms {
+            named_metrics.insert("prequal_latency_ms".to_owned(), latency);
+        }
+    }
     OrcaLoadReport {
         cpu_utilization: report.raw_utilisation,
         rps_fractional: utilization * headroom * WEIGHT_UNITS_PER_SESSION,
@@ -288,6 +301,31 @@ mod tests {
             [5.0 / 12.0, 5.0, 2.0, 12.0, 7.0, 9.0]
         );
         assert_eq!(o.named_metrics.len(), 6);
+    }
+
+    #[test]
+    fn the_prequal_probe_is_two_named_metrics_the_latency_only_when_known() {
+        let mut r = LoadReport::empty("b");
+        r.prequal = Some(crate::PrequalProbe {
+            rif: 12,
+            latency_ms: Some(41.5),
+            samples: 64,
+            samples_used: 16,
+        });
+        let o = orca_report(&r);
+        assert_eq!(
+            (
+                o.named_metrics["prequal_rif"],
+                o.named_metrics["prequal_latency_ms"]
+            ),
+            (12.0, 41.5)
+        );
+        assert_eq!(o.named_metrics.len(), 8);
+        r.prequal = Some(crate::PrequalProbe::unknown_latency(3));
+        let o = orca_report(&r);
+        assert_eq!(o.named_metrics["prequal_rif"], 3.0);
+        assert!(!o.named_metrics.contains_key("prequal_latency_ms"));
+        assert_eq!(o.named_metrics.len(), 7);
     }
 
     /// The weight a WRR computes, qps ÷ utilisation, as gRFC A58 and Envoy do.

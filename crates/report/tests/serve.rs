@@ -1,5 +1,5 @@
-//! The encoders served for real on loopback: `/load`, `/metrics`, agent-check and ORCA
-//! all carry the numbers of the same report, and draining reaches each of them.
+//! The encoders served for real on loopback: `/load`, `/metrics`, `/prequal`, agent-check
+//! and ORCA all carry the numbers of the same report, and draining reaches each of them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +7,9 @@ use std::time::Duration;
 use livecount_capacity::CapacityConfig;
 use livecount_report::generated::xds::service::orca::v3::OrcaLoadReportRequest;
 use livecount_report::generated::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
-use livecount_report::{LoadBoard, ManualUtilisation, OrcaService, router, serve_agent_check};
+use livecount_report::{
+    LoadBoard, ManualUtilisation, OrcaService, PrequalEstimator, router, serve_agent_check,
+};
 use livecount_session::{Phase, SessionTracker};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -63,8 +65,21 @@ async fn serve(board: Arc<LoadBoard>) -> Served {
     }
 }
 
-/// A minimal HTTP/1.0 GET: the body.
+/// A minimal HTTP/1.0 GET: the body of a 200.
 async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    let (head, body) = get_any(addr, path).await;
+    assert_eq!(status(&head), 200, "{head}");
+    body
+}
+
+/// The status code of a response head.
+fn status(head: &str) -> u16 {
+    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok());
+    code.unwrap_or_else(|| panic!("no status in {head}"))
+}
+
+/// A minimal HTTP/1.0 GET: the head (status line and headers) and the body.
+async fn get_any(addr: std::net::SocketAddr, path: &str) -> (String, String) {
     let exchange = async {
         let mut conn = TcpStream::connect(addr).await.unwrap();
         conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
@@ -76,11 +91,18 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> String {
     };
     let text = timeout(WAIT, exchange).await.expect("GET answered in time");
     let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
-    assert!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{head}"
-    );
-    body.to_owned()
+    (head.to_owned(), body.to_owned())
+}
+
+/// The value of header `name` in `head`, if present once.
+fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+    let mut values = head.lines().filter_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then_some(v.trim())
+    });
+    let value = values.next();
+    assert!(values.next().is_none(), "{name} twice in\n{head}");
+    value
 }
 
 async fn agent_check(addr: std::net::SocketAddr) -> String {
@@ -212,4 +234,97 @@ async fn agent_check_survives_many_silent_connections() {
     }
     assert_eq!(agent_check(served.check).await, "up 100%\n");
     drop(idle);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prequal_answers_from_the_report_in_json_headers_and_orca() {
+    let tracker: SessionTracker = SessionTracker::default();
+    let estimator = Arc::new(PrequalEstimator::new());
+    let board = Arc::new(
+        LoadBoard::builder("b1", config())
+            .prequal(Arc::clone(&estimator))
+            .build(),
+    );
+    let served = serve(Arc::clone(&board)).await;
+    // Before any sample: the RIF, and a latency nobody knows.
+    let (head, body) = get_any(served.http, "/prequal").await;
+    let probe: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(probe["rif"], 0, "{body}");
+    assert!(probe["latency_ms"].is_null(), "{body}");
+    assert_eq!(
+        (probe["samples"].as_u64(), probe["sequence"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(header(&head, "x-prequal-latency-us"), Some("0"), "{head}");
+
+    let sessions: Vec<_> = (0..4).map(|_| tracker.start()).collect();
+    for ms in [40, 41, 43] {
+        estimator.record(4, Duration::from_millis(ms));
+    }
+    estimator.record(40, Duration::from_millis(900)); // too far from 4 to count
+    let report = board.publish(tracker.snapshot());
+    let (head, body) = get_any(served.http, "/prequal").await;
+    assert_eq!(status(&head), 200, "{head}");
+    assert!(
+        header(&head, "content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert_eq!(header(&head, "x-prequal-rif"), Some("4"), "{head}");
+    assert_eq!(
+        header(&head, "x-prequal-latency-us"),
+        Some("41000"),
+        "{head}"
+    );
+    let probe: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(probe["rif"], 4, "{body}");
+    assert_eq!(probe["latency_ms"].as_f64(), Some(41.0), "{body}");
+    assert_eq!(
+        (probe["samples"].as_u64(), probe["samples_used"].as_u64()),
+        (Some(4), Some(3))
+    );
+    assert_eq!(probe["sequence"], report.sequence);
+    assert!(probe["age_ms"].as_u64().is_some(), "{body}");
+    // /load carries the same probe.
+    let load: serde_json::Value = serde_json::from_str(&get(served.http, "/load").await).unwrap();
+    assert_eq!(load["sequence"], report.sequence);
+    assert_eq!(load["prequal"]["latency_ms"].as_f64(), Some(41.0));
+
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", served.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut orca = OpenRcaServiceClient::new(channel);
+    let mut stream = timeout(
+        WAIT,
+        orca.stream_core_metrics(OrcaLoadReportRequest::default()),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .into_inner();
+    let first = timeout(WAIT, stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.named_metrics["report_sequence"],
+        report.sequence as f64
+    );
+    assert_eq!(first.named_metrics["prequal_rif"], 4.0);
+    assert_eq!(first.named_metrics["prequal_latency_ms"], 41.0);
+    drop(sessions);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prequal_is_not_found_without_an_estimator() {
+    let served = serve(Arc::new(LoadBoard::new("b1", config()))).await;
+    let (head, body) = get_any(served.http, "/prequal").await;
+    assert_eq!(status(&head), 404, "{head}");
+    assert!(body.contains("no Prequal estimator"), "{body}");
+    assert_eq!(header(&head, "x-prequal-rif"), None);
+    let load = get(served.http, "/load").await;
+    assert!(!load.contains("prequal"), "{load}");
 }
