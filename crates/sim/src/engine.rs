@@ -63,6 +63,7 @@ pub fn run(
         duration_s: scenario.duration_s,
         target_utilisation: scenario.capacity.target,
         policies: results,
+        across_seeds: None,
     }
 }
 

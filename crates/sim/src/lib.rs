@@ -74,6 +74,7 @@ pub use scenario::{
 };
 pub use scenario_error::ScenarioError;
 pub use sim_result::{
-    CdfPoint, CounterAccuracy, Percentiles, PolicyResult, ScenarioResult, SpreadSample, Summary,
+    AcrossSeeds, CdfPoint, CounterAccuracy, MetricStats, Percentiles, PolicyResult, PolicyStats,
+    ScenarioResult, SpreadSample, Summary,
 };
 pub use sim_rng::SimRng;

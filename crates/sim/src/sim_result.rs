@@ -19,8 +19,50 @@ pub struct ScenarioResult {
     pub duration_s: f64,
     /// Target utilisation (the "overloaded" threshold).
     pub target_utilisation: f64,
-    /// One entry per policy, in the order run.
+    /// One entry per policy, in the order run (for several seeds: the first seed's run,
+    /// which the plots show).
     pub policies: Vec<PolicyResult>,
+    /// With several seeds: every metric's mean and 95 % interval over them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub across_seeds: Option<AcrossSeeds>,
+}
+
+/// The same scenario run with several seeds: each metric's spread over the runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcrossSeeds {
+    /// The seeds run, in order.
+    pub seeds: Vec<u64>,
+    /// One entry per policy, in the order run.
+    pub policies: Vec<PolicyStats>,
+}
+
+/// One policy's metrics over the seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyStats {
+    /// Policy name.
+    pub policy: String,
+    /// One entry per metric column of the report, in its order.
+    pub metrics: Vec<MetricStats>,
+}
+
+/// One metric over n runs: mean and a 95 % confidence interval by Student's t.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricStats {
+    /// The metric's short name (the terminal table's header).
+    pub metric: String,
+    /// Mean over the runs.
+    pub mean: f64,
+    /// Half-width of the 95 % interval: t(0.975, n − 1) × s ÷ √n (0 for one run).
+    pub half_width: f64,
+    /// Runs.
+    pub n: usize,
+}
+
+impl MetricStats {
+    /// The interval's ends, `mean ∓ half_width`.
+    pub fn interval(&self) -> (f64, f64) {
+        (self.mean - self.half_width, self.mean + self.half_width)
+    }
 }
 
 /// One policy's run.

@@ -294,14 +294,23 @@ fn least_request_bias_divides_the_weight_by_open_streams_plus_one() {
     views[1].report = Some(report(0, 0.0, 0));
     views[0].report = Some(report(90, 0.99, 90));
     views[0].sent_since_report = 50;
-    assert_eq!(counts(make("least_request_bias").as_mut(), &views, 200), [0, 200, 0]);
+    assert_eq!(
+        counts(make("least_request_bias").as_mut(), &views, 200),
+        [0, 200, 0]
+    );
     // Weight 300 ÷ (4 + 1) = 60 beats 100 ÷ (1 + 1) = 50.
     let mut views = [view(true), view(true), view(false)];
     (views[0].max_sessions, views[0].open) = (100, 1);
     (views[1].max_sessions, views[1].open) = (300, 4);
-    assert_eq!(counts(make("least_request_bias").as_mut(), &views, 200), [0, 200, 0]);
+    assert_eq!(
+        counts(make("least_request_bias").as_mut(), &views, 200),
+        [0, 200, 0]
+    );
     views[1].open = 6; // 300 ÷ 7 ≈ 42.9 < 50
-    assert_eq!(counts(make("least_request_bias").as_mut(), &views, 200), [200, 0, 0]);
+    assert_eq!(
+        counts(make("least_request_bias").as_mut(), &views, 200),
+        [200, 0, 0]
+    );
 }
 
 #[test]
@@ -312,7 +321,10 @@ fn cpu_threshold_spreads_over_workers_below_the_threshold() {
     views[1].report.as_mut().unwrap().utilisation_recent = 0.74;
     let c = counts(make("cpu_threshold").as_mut(), &views, 3000);
     assert_eq!(c[0], 0, "{c:?}");
-    assert!(c[1] > 1300 && c[2] > 1300, "uniform over the available: {c:?}");
+    assert!(
+        c[1] > 1300 && c[2] > 1300,
+        "uniform over the available: {c:?}"
+    );
     // Nobody available: the session is not placed.
     views[1].report.as_mut().unwrap().utilisation_recent = 0.9;
     views[2].alive = false;
@@ -406,7 +418,10 @@ fn prequal_discards_old_probes_and_dead_backends_and_is_random_below_two() {
     for _ in 0..300 {
         seen[p.pick(11.85, &views, &mut rng).unwrap()] += 1;
     }
-    assert!(seen.iter().all(|&c| c > 60), "uniform without probes: {seen:?}");
+    assert!(
+        seen.iter().all(|&c| c > 60),
+        "uniform without probes: {seen:?}"
+    );
     // Backend 1, the fastest, dies: its probe is dropped and the next fastest wins.
     let mut p = probed("prequal_hcl", probes);
     let mut views = views;
@@ -421,7 +436,14 @@ fn prequal_reuses_a_probe_with_its_rif_raised_and_removes_one_per_query() {
     // Pool: backend 0 at RIF 0 and 10 ms, backend 1 at RIF 5 and 20 ms, backend 2 at RIF
     // 5 and 30 ms (the oldest). q = 0.6: threshold = 2nd of (0, 5, 5) = 5, nobody hot.
     let mut p = make("prequal_hcl_q60");
-    p.on_probe(2, &Probe { taken_at: 10.5, ..probe(5, 30.0) }, 10.9);
+    p.on_probe(
+        2,
+        &Probe {
+            taken_at: 10.5,
+            ..probe(5, 30.0)
+        },
+        10.9,
+    );
     p.on_probe(1, &probe(5, 20.0), 10.9);
     p.on_probe(0, &probe(0, 10.0), 10.9);
     // 1st query: backend 0 (fastest), its probe now RIF 1; the oldest (backend 2) goes.

@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use super::RunMeta;
 use super::plot::{LATENCY_SVG, SPREAD_SVG};
-use crate::sim_result::{ScenarioResult, Summary};
+use super::seeds::{Verdict, verdict};
+use crate::sim_result::{MetricStats, ScenarioResult, Summary};
 
 /// How a metric's value is printed.
 #[derive(Debug, Clone, Copy)]
@@ -168,9 +169,27 @@ const fn col(
 // === impl Column ===
 
 impl Column {
+    /// This metric of `summary`.
+    pub(super) fn value(&self, summary: &Summary) -> f64 {
+        (self.value)(summary)
+    }
+
+    /// Whether a larger value is better.
+    pub(super) fn higher_is_better(&self) -> bool {
+        self.higher_is_better
+    }
+
     /// This metric of `summary`, formatted for a table cell.
     pub(super) fn cell(&self, summary: &Summary) -> String {
-        let v = (self.value)(summary);
+        self.format((self.value)(summary))
+    }
+
+    /// A mean ± half-width over seeds, each formatted like the metric.
+    fn cell_stats(&self, m: &MetricStats) -> String {
+        format!("{} ± {}", self.format(m.mean), self.format(m.half_width))
+    }
+
+    fn format(&self, v: f64) -> String {
         match self.format {
             Format::Count => format!("{v:.0}"),
             Format::Percent => format!("{:.1}", v * 100.0),
@@ -215,9 +234,14 @@ impl Column {
 pub fn render(result: &ScenarioResult, meta: &RunMeta) -> String {
     let mut out = String::new();
     header(&mut out, result, meta);
-    table(&mut out, result);
-    best(&mut out, result);
-    plots(&mut out);
+    if result.across_seeds.is_some() {
+        table_across_seeds(&mut out, result);
+        best_across_seeds(&mut out, result);
+    } else {
+        table(&mut out, result);
+        best(&mut out, result);
+    }
+    plots(&mut out, result);
     out
 }
 
@@ -293,8 +317,74 @@ fn best(out: &mut String, r: &ScenarioResult) {
     out.push('\n');
 }
 
-fn plots(out: &mut String) {
+fn table_across_seeds(out: &mut String, r: &ScenarioResult) {
+    let Some(stats) = &r.across_seeds else {
+        return;
+    };
+    let n = stats.seeds.len();
+    let _ = writeln!(
+        out,
+        "## Results over {n} seeds\n\nEach cell: mean ± half-width of the 95 % interval \
+         (Student's t, {} degrees of freedom) over seeds {}.\n",
+        n.saturating_sub(1),
+        seed_list(&stats.seeds)
+    );
+    out.push_str("| policy |");
+    for c in COLUMNS {
+        let _ = write!(out, " {} |", c.header);
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---:|".repeat(COLUMNS.len()));
+    out.push('\n');
+    for p in &stats.policies {
+        let _ = write!(out, "| {} |", escape(&p.policy));
+        for (c, m) in COLUMNS.iter().zip(&p.metrics) {
+            let _ = write!(out, " {} |", c.cell_stats(m));
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "\nOverloaded = above the target utilisation. CV and max−min are of active sessions \
+         across alive backends, averaged over samples; counter errors are summed over backends.\n\n",
+    );
+}
+
+/// `1, 2, …, 20` as `1–20` when consecutive.
+fn seed_list(seeds: &[u64]) -> String {
+    let consecutive = seeds.windows(2).all(|w| w[1] == w[0].wrapping_add(1));
+    match (seeds.first(), seeds.last()) {
+        (Some(a), Some(b)) if consecutive && seeds.len() > 2 => format!("{a}–{b}"),
+        _ => seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+fn best_across_seeds(out: &mut String, r: &ScenarioResult) {
+    out.push_str(
+        "## Best per metric\n\nLower is better for every metric except assigned. A policy wins \
+         only when its 95 % interval clears every other policy's; otherwise the policies \
+         whose intervals overlap the best mean's are listed, best first, and nothing is claimed.\n\n",
+    );
+    for c in COLUMNS {
+        let line = match verdict(r, c.short) {
+            Some(Verdict::Wins(p)) => format!("**{}**", escape(&p)),
+            Some(Verdict::Overlap(ps)) => format!("no clear winner: {}", escape(&ps.join(", "))),
+            Some(Verdict::AllTied) => "all tied".to_string(),
+            None => "no value".to_string(),
+        };
+        let _ = writeln!(out, "- **{}**: {line}", c.header);
+    }
+    out.push('\n');
+}
+
+fn plots(out: &mut String, r: &ScenarioResult) {
     out.push_str("## Plots\n\n");
+    if r.across_seeds.is_some() {
+        let _ = writeln!(out, "Of the first seed's run ({}).\n", r.seed);
+    }
     let _ = writeln!(
         out,
         "Fleet spread over time (CV of active sessions; highest utilisation):\n"

@@ -6,6 +6,7 @@
 
 mod markdown;
 mod plot;
+mod seeds;
 
 use std::fs;
 use std::io;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::sim_result::ScenarioResult;
 
 pub use markdown::render as render_markdown;
+pub use seeds::{Verdict, combine, verdict};
 
 /// Where a run came from, printed in `REPORT.md` so a reader can reproduce it.
 #[derive(Debug, Clone, Default)]
@@ -212,6 +214,7 @@ pub(crate) mod tests {
                 policy("round-robin", 1),
                 policy("p2c-tracked", 2),
             ],
+            across_seeds: None,
         }
     }
 

@@ -29,6 +29,15 @@ pub(crate) enum Command {
     },
     /// The bundled scenarios
     List,
+    /// A markdown table of who wins what, from every results/sim/*/results.json
+    Summary {
+        /// Directory holding one results directory per scenario
+        #[arg(long, value_name = "DIR", default_value = "results/sim")]
+        dir: PathBuf,
+        /// Write the table here as well as to standard output
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// The policy names
     Policies,
 }
@@ -52,6 +61,13 @@ pub(crate) struct RunOptions {
     /// Seed, overriding the scenario's: a whole number 0..=18446744073709551615
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) seed: Option<u64>,
+    /// Runs with seeds SEED, SEED+1, …: the report gives each metric's mean and 95 % interval
+    #[arg(long, value_name = "N", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) seeds: u32,
+    /// Seeds run at once [default: the machine's available parallelism]
+    #[arg(long, value_name = "J", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub(crate) jobs: Option<u32>,
     /// Where to write the results [default: results/sim/SCENARIO]
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
@@ -82,6 +98,7 @@ mod tests {
         assert_eq!(o.scenario, "s");
         assert_eq!(o.policies, ["random", "hybrid_p2c", "round_robin"]);
         assert_eq!((o.seed, o.out), (Some(7), None));
+        assert_eq!((o.seeds, o.jobs), (20, None), "20 seeds by default");
         assert_eq!((o.write, o.progress), (false, true));
         let Command::Run(o) = parse("run s").unwrap() else {
             panic!("run parses as Run");
@@ -100,6 +117,9 @@ mod tests {
             ("run s --seed -1", "'--seed "),
             ("run s --seed 1.5", "'--seed "),
             ("run s --seed 18446744073709551616", "'--seed "),
+            ("run s --seeds 0", "'--seeds "),
+            ("run s --seeds 1001", "'--seeds "),
+            ("run s --jobs 0", "'--jobs "),
             ("run s --policy nope", "'--policy "),
             ("run s --out", "'--out "),
             ("run s stray", "'stray'"),

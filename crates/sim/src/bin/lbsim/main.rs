@@ -1,17 +1,24 @@
 //! `lbsim`: run load-balancing scenarios through routing policies and write the results.
 //!
 //! ```text
-//! lbsim run SCENARIO [--policy NAME[,NAME…]]… [--seed N] [--out DIR] [--no-write] [--no-progress]
+//! lbsim run SCENARIO [--policy NAME[,NAME…]]… [--seed N] [--seeds N] [--jobs J]
+//!                     [--out DIR] [--no-write] [--no-progress]
 //! lbsim check SCENARIO…      validate scenario files
 //! lbsim list                 the bundled scenarios
 //! lbsim policies             the policy names
+//! lbsim summary [--dir DIR] [--out FILE]   who wins what, over every results directory
 //! ```
+//!
+//! `run` runs seeds SEED, SEED + 1, … (20 unless `--seeds` says otherwise) in parallel and
+//! reports each metric's mean and 95 % interval; the plots show the first seed's run.
 //!
 //! SCENARIO is a path, or the name of a bundled scenario (`crates/sim/scenarios/NAME.toml`).
 //! Results go to `results/sim/<scenario>/` unless `--out` says otherwise.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -19,6 +26,7 @@ use livecount_sim::report::{self, RunMeta};
 use livecount_sim::{Scenario, ScenarioResult, policy, run};
 
 mod cli;
+mod summary;
 
 use cli::{Cli, Command, RunOptions};
 
@@ -27,6 +35,7 @@ fn main() -> ExitCode {
         Command::Run(o) => run_cmd(&o),
         Command::Check { scenarios } => check(&scenarios),
         Command::List => list(),
+        Command::Summary { dir, out } => summary::write(&dir, out.as_deref()),
         Command::Policies => {
             policy::NAMES.iter().for_each(|n| println!("{n}"));
             Ok(())
@@ -98,12 +107,20 @@ fn run_cmd(o: &RunOptions) -> Result<(), String> {
         _ => policy::NAMES.iter().map(|s| s.to_string()).collect(),
     };
     println!("{}: {}", scenario.name, scenario.description);
-    let result = run_with_progress(&scenario, &policies, o.progress);
+    let seeds: Vec<u64> = (0..u64::from(o.seeds))
+        .map(|k| scenario.seed.wrapping_add(k))
+        .collect();
+    let jobs = o.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, usize::from),
+        |j| j as usize,
+    );
+    let result = run_with_progress(&scenario, &policies, &seeds, jobs, o.progress);
     println!("{}", report::comparison_table(&result));
+    println!("(seed {}; wall time of one run on one core)", result.seed);
     for p in &result.policies {
         let rate = p.events as f64 / p.wall_s.max(1e-9);
         println!(
-            "{:<16} {:>10} events in {:>6.2} s = {:>5.1} M events/s",
+            "{:<18} {:>11} events in {:>6.2} s = {:>5.1} M events/s",
             p.policy,
             p.events,
             p.wall_s,
@@ -125,23 +142,64 @@ fn run_cmd(o: &RunOptions) -> Result<(), String> {
     Ok(())
 }
 
-fn run_with_progress(scenario: &Scenario, policies: &[String], show: bool) -> ScenarioResult {
-    const STEPS: u64 = 1000;
-    let bar = ProgressBar::new(STEPS * policies.len() as u64);
+/// Runs every seed (`jobs` at a time), then merges them: the first seed's run with every
+/// metric's mean and interval over all of them.
+fn run_with_progress(
+    scenario: &Scenario,
+    policies: &[String],
+    seeds: &[u64],
+    jobs: usize,
+    show: bool,
+) -> ScenarioResult {
+    let bar = ProgressBar::new((seeds.len() * policies.len()) as u64);
     if show {
         bar.set_style(
-            ProgressStyle::with_template("{bar:40} {pos:>4}/{len} {msg} [{elapsed_precise}]")
-                .expect("a valid template"),
+            ProgressStyle::with_template(
+                "{bar:40} {pos:>5}/{len} policy runs over {msg} seeds [{elapsed_precise}]",
+            )
+            .expect("a valid template"),
         );
+        bar.set_message(seeds.len().to_string());
     } else {
         bar.set_draw_target(ProgressDrawTarget::hidden());
     }
-    let result = run(scenario, policies, &mut |i, fraction| {
-        bar.set_message(policies[i].clone());
-        bar.set_position(i as u64 * STEPS + (fraction * STEPS as f64) as u64);
+    let next = AtomicUsize::new(0);
+    let runs: Mutex<Vec<Option<ScenarioResult>>> = Mutex::new(vec![None; seeds.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, seeds.len()) {
+            s.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&seed) = seeds.get(k) else {
+                        break;
+                    };
+                    let mut sc = scenario.clone();
+                    sc.seed = seed;
+                    // A drain past the horizon reports 1.0 more than once: count each
+                    // policy's end once.
+                    let mut done = vec![false; policies.len()];
+                    let r = run(&sc, policies, &mut |i, fraction| {
+                        if fraction >= 1.0 && !std::mem::replace(&mut done[i], true) {
+                            bar.inc(1);
+                        }
+                    });
+                    runs.lock().expect("no run panicked holding the lock")[k] = Some(r);
+                }
+            });
+        }
     });
     bar.finish_and_clear();
-    result
+    let runs: Vec<ScenarioResult> = runs
+        .into_inner()
+        .expect("no run panicked holding the lock")
+        .into_iter()
+        .map(|r| r.expect("every seed ran"))
+        .collect();
+    if runs.len() == 1 {
+        runs.into_iter().next().expect("one run")
+    } else {
+        report::combine(runs)
+    }
 }
 
 fn meta(path: &Path, o: &RunOptions) -> RunMeta {
@@ -149,6 +207,7 @@ fn meta(path: &Path, o: &RunOptions) -> RunMeta {
     if let Some(seed) = o.seed {
         command += &format!(" --seed {seed}");
     }
+    command += &format!(" --seeds {}", o.seeds);
     if !o.policies.is_empty() {
         command += &format!(" --policy {}", o.policies.join(","));
     }
