@@ -7,12 +7,13 @@
 
 use std::sync::Arc;
 
-use livecount_report::{LoadBoard, LoadReport};
+use livecount_report::{LoadBoard, LoadReport, PrequalEstimator};
 use livecount_session::{EndReason, SessionTracker};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use crate::AgentConfig;
 use crate::conversation::{Incoming, Limits, Outgoing, converse};
+use crate::first_chunk_clock::FirstChunkClock;
 
 /// Shared state of a running agent.
 #[derive(Debug)]
@@ -22,25 +23,37 @@ pub struct Agent {
     /// The session tracker every connection registers with.
     pub tracker: SessionTracker,
     /// The published load reports; its draining flag is the agent's one shutdown signal.
+    /// Each carries a Prequal probe from [`prequal`](Agent::prequal).
     pub board: Arc<LoadBoard>,
+    /// Every session's time to first chunk at the RIF of its `speak`
+    /// ([`FirstChunkClock`]), for `/prequal`.
+    pub prequal: Arc<PrequalEstimator>,
     admission: Arc<Semaphore>,
 }
 
 impl Agent {
     /// The agent's state for `config`: a fresh tracker, a load board capped at
-    /// `max_sessions`, and that many admission permits.
+    /// `max_sessions` with a Prequal estimator, and that many admission permits.
     pub(crate) fn new(config: AgentConfig) -> Self {
+        let prequal = Arc::new(PrequalEstimator::new());
         let board = LoadBoard::builder(&config.name, config.capacity)
             .max_sessions(config.max_sessions)
             .cores(config.cores)
+            .prequal(Arc::clone(&prequal))
             .build();
         let permits = config.max_sessions.min(Semaphore::MAX_PERMITS as u64) as usize;
         Agent {
             admission: Arc::new(Semaphore::new(permits)),
             tracker: SessionTracker::new(),
             board: Arc::new(board),
+            prequal,
             config,
         }
+    }
+
+    /// The clock one session's time to first chunk is recorded with.
+    pub(crate) fn first_chunk_clock(&self) -> FirstChunkClock {
+        FirstChunkClock::new(Arc::clone(&self.prequal), self.tracker.clone())
     }
 
     pub(crate) fn limits(&self) -> Limits {
@@ -105,6 +118,7 @@ impl Agent {
             out,
             self.limits(),
             self.shutdown_signal(),
+            Some(self.first_chunk_clock()),
         )
         .await
     }

@@ -105,10 +105,10 @@ const MAX_SAFETY_SCALER: f64 = 1000.0;
     args_override_self = true
 )]
 pub struct ServeArgs {
-    /// WebSocket /session, /metrics and /load
+    /// WebSocket /session, /metrics, /load and /prequal
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     http: SocketAddr,
-    /// /metrics and /load also on a separate scrape address [default: off]
+    /// /metrics, /load and /prequal also on a separate scrape address [default: off]
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
     /// HAProxy agent-check responder [default: off]

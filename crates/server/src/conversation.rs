@@ -28,6 +28,7 @@ use livecount_session::{EndHandle, EndReason, Phase, Session, StreamEnd, Tracked
 use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::first_chunk_clock::{FirstChunkClock, FirstChunkTimer};
 use crate::protocol::{ClientFrame, ServerFrame};
 
 /// What the transport delivered.
@@ -229,12 +230,15 @@ impl StallWatch {
     }
 }
 
+/// Streams response `id`: `chunks` chunks, then `done` (reported on `done`). A
+/// `first_chunk` timer stops when the first chunk is handed to `out`.
 fn spawn_response(
     id: u64,
     chunks: u32,
     limits: Limits,
     out: Output,
     done: mpsc::UnboundedSender<u64>,
+    mut first_chunk: Option<FirstChunkTimer>,
 ) -> Response {
     let sent = Arc::new(AtomicU32::new(0));
     let counter = Arc::clone(&sent);
@@ -252,6 +256,9 @@ fn spawn_response(
                 .is_err()
             {
                 return;
+            }
+            if let Some(timer) = first_chunk.take() {
+                timer.stop();
             }
             counter.store(seq + 1, Ordering::Release);
             // A zero gap does not sleep: tokio would round it up to its 1 ms timer tick.
@@ -285,6 +292,8 @@ struct Conversation {
     waiting: VecDeque<Outgoing>,
     /// A frame to send after the end, before the close frame (why the input failed).
     farewell: Option<ServerFrame>,
+    /// Times the first response to its first chunk; taken by the first `speak`.
+    first_chunk: Option<FirstChunkClock>,
 }
 
 impl Conversation {
@@ -296,7 +305,8 @@ impl Conversation {
                 self.next_id += 1;
                 self.handle.set_phase(Phase::Generating);
                 let (out, done) = (self.out.clone(), self.done.clone());
-                let response = spawn_response(self.next_id, chunks, self.limits, out, done);
+                let timer = self.first_chunk.take().map(FirstChunkClock::start);
+                let response = spawn_response(self.next_id, chunks, self.limits, out, done, timer);
                 self.response = Some(response);
             }
             Incoming::Frame(ClientFrame::Interrupt) => {
@@ -390,6 +400,9 @@ impl Conversation {
 /// after the session ends, before the last frames (an `error`, the close) are offered to
 /// `out` for at most a second: a client that does not read holds neither the count nor
 /// the slot.
+///
+/// With `first_chunk`, the first response's time to its first chunk is recorded (see
+/// [`FirstChunkClock`]).
 pub async fn converse<S>(
     session: Session,
     slot: Option<OwnedSemaphorePermit>,
@@ -397,6 +410,7 @@ pub async fn converse<S>(
     out: mpsc::Sender<Outgoing>,
     limits: Limits,
     mut shutdown: watch::Receiver<bool>,
+    first_chunk: Option<FirstChunkClock>,
 ) -> EndReason
 where
     S: Stream<Item = Incoming> + Unpin,
@@ -420,6 +434,7 @@ where
         next_id: 0,
         waiting: VecDeque::new(),
         farewell: None,
+        first_chunk,
     };
     let (reason, close) = loop {
         if *shutdown.borrow() {
@@ -470,6 +485,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use livecount_report::PrequalEstimator;
     use livecount_session::SessionTracker;
     use tokio::sync::Semaphore;
 
@@ -513,6 +529,7 @@ mod tests {
             out,
             limits(),
             shutdown.subscribe(),
+            None,
         ));
         Stalled {
             tracker,
@@ -619,6 +636,7 @@ mod tests {
             out,
             l,
             shutdown.subscribe(),
+            None,
         )
         .await;
         assert_eq!(reason, EndReason::Disconnected);
@@ -655,6 +673,7 @@ mod tests {
             out,
             l,
             shutdown.subscribe(),
+            None,
         ));
         (task, handle, rx, shutdown)
     }
@@ -801,6 +820,117 @@ mod tests {
         }
         assert_eq!(replies, 1);
         assert_eq!(tracker.active(), 0);
+    }
+
+    /// A conversation timed by a clock into a fresh estimator, fed through `frames`.
+    struct Timed {
+        task: JoinHandle<EndReason>,
+        frames: mpsc::UnboundedSender<Incoming>,
+        out: mpsc::Receiver<Outgoing>,
+        estimator: Arc<PrequalEstimator>,
+        /// Dropping it would shut the conversation down.
+        _shutdown: watch::Sender<bool>,
+    }
+
+    fn timed(tracker: &SessionTracker, l: Limits) -> Timed {
+        let estimator = Arc::new(PrequalEstimator::new());
+        let clock = FirstChunkClock::new(Arc::clone(&estimator), tracker.clone());
+        let (frames, rx) = mpsc::unbounded_channel();
+        let incoming = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|msg| (msg, rx))
+        });
+        let (out, out_rx) = mpsc::channel(64);
+        let shutdown = watch::channel(false).0;
+        let task = tokio::spawn(converse(
+            tracker.start(),
+            None,
+            Box::pin(incoming),
+            out,
+            l,
+            shutdown.subscribe(),
+            Some(clock),
+        ));
+        Timed {
+            task,
+            frames,
+            out: out_rx,
+            estimator,
+            _shutdown: shutdown,
+        }
+    }
+
+    async fn next_frame(rx: &mut mpsc::Receiver<Outgoing>) -> ServerFrame {
+        match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+            Ok(Some(Outgoing::Frame(frame))) => frame,
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+
+    /// Only the first response is timed, at the RIF of its `speak` (this session and the
+    /// other one open: 2).
+    #[tokio::test(start_paused = true)]
+    async fn the_first_response_is_timed_once_at_the_rif_of_its_speak() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let _other = tracker.start();
+        let Timed {
+            task,
+            frames,
+            out: mut rx,
+            estimator,
+            _shutdown,
+        } = timed(&tracker, limits());
+        for chunks in [2, 1] {
+            frames
+                .send(Incoming::Frame(ClientFrame::Speak { chunks }))
+                .unwrap();
+            for seq in 0..chunks {
+                assert_eq!(next_frame(&mut rx).await, ServerFrame::Chunk { seq });
+            }
+            assert_eq!(next_frame(&mut rx).await, ServerFrame::Done { chunks });
+        }
+        frames.send(Incoming::Closed).unwrap();
+        assert_eq!(task.await.unwrap(), EndReason::Completed);
+        let probe = estimator.probe(2);
+        assert_eq!((probe.samples, probe.samples_used), (1, 1), "{probe:?}");
+        assert!(probe.latency_ms.is_some());
+        // Recorded at 2: neither 0 (0..=1) nor 4 (3..=5) is near it.
+        assert_eq!(estimator.probe(0).latency_ms, None);
+        assert_eq!(estimator.probe(4).latency_ms, None);
+    }
+
+    /// A first response interrupted before its first chunk has no known latency: nothing
+    /// is recorded, and the next response is not the first. Real time: the chunk's work
+    /// burns 50 ms on the blocking pool, and the interrupt arrives before it ends.
+    #[tokio::test]
+    async fn a_first_response_interrupted_before_its_first_chunk_records_nothing() {
+        let mut l = limits();
+        l.work = Duration::from_millis(50);
+        let tracker: SessionTracker = SessionTracker::new();
+        let Timed {
+            task,
+            frames,
+            out: mut rx,
+            estimator,
+            _shutdown,
+        } = timed(&tracker, l);
+        frames
+            .send(Incoming::Frame(ClientFrame::Speak { chunks: 1 }))
+            .unwrap();
+        frames
+            .send(Incoming::Frame(ClientFrame::Interrupt))
+            .unwrap();
+        assert_eq!(
+            next_frame(&mut rx).await,
+            ServerFrame::Interrupted { sent: 0 }
+        );
+        frames
+            .send(Incoming::Frame(ClientFrame::Speak { chunks: 1 }))
+            .unwrap();
+        assert_eq!(next_frame(&mut rx).await, ServerFrame::Chunk { seq: 0 });
+        assert_eq!(next_frame(&mut rx).await, ServerFrame::Done { chunks: 1 });
+        frames.send(Incoming::Closed).unwrap();
+        assert_eq!(task.await.unwrap(), EndReason::Completed);
+        assert_eq!(estimator.probe(1).samples, 0);
     }
 
     /// A client that reads its answers may interrupt as often as it likes.

@@ -152,6 +152,7 @@ impl pb::agent_server::Agent for AgentService {
                 tx,
                 limits,
                 agent.shutdown_signal(),
+                Some(agent.first_chunk_clock()),
             )
             .await;
         });

@@ -23,6 +23,12 @@
 //! * **Load**, all from one coherent [`LoadReport`] per interval: `/load` (JSON with its
 //!   sequence number and age), `/metrics` (Prometheus text), and an HAProxy agent-check
 //!   responder (`up N%` from the hybrid capacity model, `drain` on shutdown).
+//! * **A Prequal probe** at `/prequal` (and as ORCA named metrics `prequal_rif`,
+//!   `prequal_latency_ms`): requests in flight (the sessions open) and the median time to
+//!   first stream of recent sessions that started at about that many, for Prequal's
+//!   hot-cold selection. Each session's first response is timed from its `speak` to its
+//!   first chunk ([`first_chunk_clock`]); `docs/prequal-probe.md` has the format and
+//!   limits.
 //! * **ORCA out-of-band load reports** on the same `--grpc` port
 //!   ([`livecount_report::OrcaService`]):
 //!   `xds.service.orca.v3.OpenRcaService/StreamCoreMetrics` streams
@@ -58,6 +64,7 @@ mod agent;
 mod agent_config;
 pub mod conversation;
 pub mod driver;
+pub mod first_chunk_clock;
 pub mod generated;
 pub mod grpc_agent;
 mod http_server;

@@ -1,5 +1,5 @@
-//! HTTP: WebSocket sessions at `/session`, and the load board's `/load` and `/metrics`
-//! (from `livecount-report`), served by [`HttpServer`](crate::http_server::HttpServer).
+//! HTTP: WebSocket sessions at `/session`, and the load board's `/load`, `/metrics` and
+//! `/prequal` (from `livecount-report`), served by [`HttpServer`](crate::http_server::HttpServer).
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use crate::Agent;
 use crate::conversation::{Incoming, Outgoing};
 use crate::protocol::ClientFrame;
 
-/// `/session`, `/load`, `/metrics` and `/healthz`.
+/// `/session`, `/load`, `/metrics`, `/prequal` and `/healthz`.
 pub(crate) fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .route("/session", get(session_route))
@@ -24,7 +24,7 @@ pub(crate) fn router(agent: Arc<Agent>) -> Router {
         .merge(scrape_router(&agent))
 }
 
-/// `/load`, `/metrics` and `/healthz` alone, for a separate scrape address.
+/// `/load`, `/metrics`, `/prequal` and `/healthz` alone, for a separate scrape address.
 pub(crate) fn scrape_router(agent: &Agent) -> Router {
     livecount_report::router(Arc::clone(&agent.board)).route("/healthz", get(|| async { "ok\n" }))
 }

@@ -58,7 +58,7 @@ async fn serve(config: AgentConfig) -> Result<(), String> {
     let check = agent.agent_check.map_or("off".into(), |a| a.to_string());
     let grpc = agent.grpc.map_or("off".into(), |a| a.to_string());
     eprintln!(
-        "{name}: sessions at ws://{}/session, /metrics, /load; agent-check {check}; \
+        "{name}: sessions at ws://{}/session, /metrics, /load, /prequal; agent-check {check}; \
          gRPC (Agent/Converse, ORCA) {grpc}",
         agent.http
     );
