@@ -78,8 +78,12 @@ mod bundled_scenario_shortened {
         ghosts_naive_counter,
         ghosts_tracked_counter,
         heterogeneous_fleet,
+        high_variance_costs,
         long_vs_short,
+        multi_proxy,
         silent_then_speaking,
+        silent_wake_together,
+        slow_backends,
         stale_reports,
     );
 }

@@ -449,6 +449,28 @@ mod tests {
     }
 
     #[test]
+    fn across_seeds_the_table_shows_intervals_and_claims_only_clear_wins() {
+        let runs: Vec<ScenarioResult> = (0..3)
+            .map(|k| {
+                let mut r = fake_result();
+                r.seed = 42 + k;
+                // least-conn's startup p99 moves with the seed; the others' do not.
+                r.policies[0].summary.startup_ms.p99 += 10.0 * k as f64;
+                r
+            })
+            .collect();
+        let md = render(&crate::report::combine(runs), &meta());
+        assert!(md.contains("## Results over 3 seeds"), "{md}");
+        assert!(md.contains("over seeds 42–44."), "{md}");
+        // 110, 120, 130: mean 120, half-width 4.303 × 10 ÷ √3 = 24.8.
+        let row = md.lines().find(|l| l.starts_with("| least-conn |")).unwrap();
+        assert!(row.contains("| 120 ± 24.8 |"), "{row}");
+        assert!(md.contains("- **tracked err final**: all tied"), "{md}");
+        assert!(md.contains("Of the first seed's run (42)."), "{md}");
+        assert!(!md.contains("## Results\n"), "no single-seed table: {md}");
+    }
+
+    #[test]
     fn pipes_in_names_are_escaped() {
         let mut r = fake_result();
         r.policies[0].policy = "a|b".to_string();
