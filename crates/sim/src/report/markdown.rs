@@ -463,7 +463,10 @@ mod tests {
         assert!(md.contains("## Results over 3 seeds"), "{md}");
         assert!(md.contains("over seeds 42–44."), "{md}");
         // 110, 120, 130: mean 120, half-width 4.303 × 10 ÷ √3 = 24.8.
-        let row = md.lines().find(|l| l.starts_with("| least-conn |")).unwrap();
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| least-conn |"))
+            .unwrap();
         assert!(row.contains("| 120 ± 24.8 |"), "{row}");
         assert!(md.contains("- **tracked err final**: all tied"), "{md}");
         assert!(md.contains("Of the first seed's run (42)."), "{md}");
