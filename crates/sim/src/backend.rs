@@ -12,8 +12,11 @@ pub(crate) struct Backend {
     /// Extra share of long sessions cut on this backend's network path.
     pub(crate) disconnect_share: f64,
     pub(crate) alive: bool,
-    /// Open sessions (ids), for counting them out when the backend dies.
-    pub(crate) sessions: Vec<u32>,
+    /// Deaths so far: a response scheduled before one never arrives.
+    pub(crate) deaths: u32,
+    /// Open sessions: the truth. (A death finds them by scanning the session table: deaths
+    /// are rare, and a per-backend list cost a cache miss on every end.)
+    pub(crate) open: u64,
     /// Sum of the cost factors of the open sessions, and of those speaking right now
     /// (short ones included): the load is a weighted count. With every factor 1 these
     /// are whole numbers, exact in `f64`.
@@ -22,7 +25,7 @@ pub(crate) struct Backend {
     /// Latency multiplier the CPU does not show.
     slowdown: f64,
     /// The exactly-once counter, maintained on its own ending paths (checked against
-    /// `sessions.len()`).
+    /// `open`).
     pub(crate) tracked: u64,
     /// The naive counter: decremented on clean closes only.
     pub(crate) naive: u64,
@@ -41,6 +44,9 @@ pub(crate) struct Backend {
     /// first stream in ms), for a Prequal probe's latency at the current RIF.
     latency_ring: [(u32, f32); LATENCY_SAMPLES],
     latency_taken: usize,
+    /// The last estimate, with the RIF and sample count it was made at: a probe between
+    /// two changes reuses it.
+    latency_cached: std::cell::Cell<(u64, usize, f32)>,
 }
 
 /// LiveKit agents: the worker's load is the mean of 5 CPU samples taken every 0.5 s.
@@ -60,7 +66,8 @@ impl Backend {
             base_utilisation: group.base_utilisation,
             disconnect_share: group.disconnect_share,
             alive: true,
-            sessions: Vec::new(),
+            deaths: 0,
+            open: 0,
             weight: 0.0,
             speaking: 0.0,
             slowdown: group.slowdown,
@@ -75,13 +82,14 @@ impl Backend {
             cpu_taken: 0,
             latency_ring: [(0, 0.0); LATENCY_SAMPLES],
             latency_taken: 0,
+            latency_cached: std::cell::Cell::new((u64::MAX, 0, 0.0)),
         };
         b.utilisation = b.base_utilisation;
         b
     }
 
     pub(crate) fn active(&self) -> u64 {
-        self.sessions.len() as u64
+        self.open
     }
 
     /// Recomputes utilisation after a change at `now`, integrating the old value first.
@@ -93,7 +101,7 @@ impl Backend {
             self.utilisation = 0.0;
             return;
         }
-        if self.sessions.is_empty() {
+        if self.open == 0 {
             // No rounding residue survives an empty backend.
             (self.weight, self.speaking) = (0.0, 0.0);
         }
@@ -143,15 +151,26 @@ impl Backend {
             return None;
         }
         let rif = self.active();
-        let mut near = self.latency_ring;
+        let (at_rif, at_taken, cached) = self.latency_cached.get();
+        if (at_rif, at_taken) == (rif, self.latency_taken) {
+            return Some(f64::from(cached));
+        }
+        // (distance in RIF, latency bits): latencies are ≥ 0, so their bits order as they
+        // do, and the key is a total order — the selection is deterministic.
+        let mut near = [(0u64, 0u32); LATENCY_SAMPLES];
+        for (k, &(r, ms)) in self.latency_ring[..n].iter().enumerate() {
+            near[k] = (u64::from(r).abs_diff(rif), ms.to_bits());
+        }
         let near = &mut near[..n];
-        near.sort_unstable_by(|a, b| {
-            (u64::from(a.0).abs_diff(rif), a.1.to_bits())
-                .cmp(&(u64::from(b.0).abs_diff(rif), b.1.to_bits()))
-        });
-        let near = &mut near[..n.min(LATENCY_NEAREST)];
-        near.sort_unstable_by(|a, b| a.1.total_cmp(&b.1));
-        Some(f64::from(near[(near.len() - 1) / 2].1))
+        let k = n.min(LATENCY_NEAREST);
+        if k < n {
+            near.select_nth_unstable(k - 1); // the k nearest first, in any order
+        }
+        let nearest = &mut near[..k];
+        let (_, &mut (_, median), _) = nearest.select_nth_unstable_by_key((k - 1) / 2, |e| e.1);
+        let median = f32::from_bits(median);
+        self.latency_cached.set((rif, self.latency_taken, median));
+        Some(f64::from(median))
     }
 
     /// Mean utilisation since the previous report; starts the next interval.
@@ -194,8 +213,9 @@ impl Backend {
     /// The backend dies, after the engine has ended each of its sessions: the process
     /// goes, and with it any ghosts in its naive counter.
     pub(crate) fn die(&mut self, now: f64, cpu: &Cpu, costs: (f64, f64)) {
-        debug_assert!(self.sessions.is_empty() && self.tracked == 0);
+        debug_assert!(self.open == 0 && self.tracked == 0);
         self.alive = false;
+        self.deaths += 1;
         (self.weight, self.speaking) = (0.0, 0.0);
         self.naive = 0;
         self.latency_taken = 0;

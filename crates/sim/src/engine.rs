@@ -90,16 +90,20 @@ pub fn run_policy(scenario: &Scenario, name: &str, progress: &mut dyn FnMut(f64)
     }
 }
 
-/// A session the fleet accepted.
+/// A session the fleet accepted, in a slot reused once it ends. One cache line: at scale
+/// every event is a miss on this table, and a slot straddling two lines costs two.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Live {
+    /// Bumped at each reuse of the slot: events carry it, so one scheduled for an earlier
+    /// occupant is ignored.
+    generation: u32,
     backend: u32,
     /// The proxy that sent it.
     proxy: u32,
-    /// Its costs' multiplier.
-    weight: f64,
-    /// Index in its backend's `sessions`.
-    pos: u32,
+    /// Its costs' multiplier (the plan's, rounded once to `f32`: added and taken away
+    /// as the same value).
+    weight: f32,
     open: bool,
     speaking: bool,
     end_at: f64,
@@ -156,6 +160,22 @@ impl<T: Copy> InFlight<T> {
     }
 }
 
+/// The probe replies of one query (they share a round trip, so one event delivers them,
+/// in the order sent: exactly as one event each would, since nothing can come between).
+#[derive(Debug, Clone, Copy)]
+struct ProbeBatch {
+    proxy: u32,
+    len: u8,
+    replies: [(u32, Probe); PROBE_BATCH],
+}
+
+const PROBE_BATCH: usize = 4;
+
+const _: () = assert!(
+    std::mem::size_of::<Live>() == 64,
+    "a session is one cache line"
+);
+
 #[derive(Debug)]
 struct Engine<'a> {
     sc: &'a Scenario,
@@ -167,8 +187,12 @@ struct Engine<'a> {
     policy_rng: SimRng,
     probe_rng: SimRng,
     observes_latency: bool,
-    probes: InFlight<(u32, u32, Probe)>,
-    first_streams: InFlight<(u32, f32)>,
+    probes: InFlight<ProbeBatch>,
+    /// (proxy, backend, ms, the backend's deaths when sent).
+    first_streams: InFlight<(u32, u32, f32, u32)>,
+    /// Slots of ended sessions, for reuse: the table holds the open sessions, not every
+    /// session ever (millions at scale, and cache misses on every event).
+    free_sessions: Vec<u32>,
     probe_targets: Vec<usize>,
     arrivals: ArrivalProcess,
     report_rngs: Vec<SimRng>,
@@ -223,6 +247,7 @@ impl<'a> Engine<'a> {
             observes_latency,
             probes: InFlight::new(),
             first_streams: InFlight::new(),
+            free_sessions: Vec::new(),
             probe_targets: Vec::new(),
             arrivals: ArrivalProcess::new(sc),
             report_rngs: (0..n as u64)
@@ -308,13 +333,19 @@ impl<'a> Engine<'a> {
                 self.admit();
             }
             Event::Burst => self.burst(),
-            Event::End(id) => {
-                if self.sessions[id as usize].open {
-                    let reason = self.sessions[id as usize].reason;
+            Event::End(id, generation) => {
+                let s = &self.sessions[id as usize];
+                if s.generation == generation && s.open {
+                    let reason = s.reason;
                     self.end(id, reason);
                 }
             }
-            Event::Phase(id) => self.phase(id),
+            Event::Phase(id, generation) => {
+                let s = &self.sessions[id as usize];
+                if s.generation == generation && s.open {
+                    self.phase(id);
+                }
+            }
             Event::TakeReport(b) => {
                 let next = self.now + self.sc.reports.interval_s;
                 self.queue.push(next, Event::TakeReport(b));
@@ -326,21 +357,21 @@ impl<'a> Engine<'a> {
                 self.deliver(b as usize, report);
             }
             Event::ProbeReply(slot) => {
-                let (p, b, probe) = self.probes.take(slot);
-                let proxy = &mut self.proxies[p as usize];
-                if proxy.views[b as usize].alive {
-                    proxy.policy.on_probe(b as usize, &probe, self.now);
+                let batch = self.probes.take(slot);
+                let proxy = &mut self.proxies[batch.proxy as usize];
+                for (b, probe) in &batch.replies[..usize::from(batch.len)] {
+                    if proxy.views[*b as usize].alive {
+                        proxy.policy.on_probe(*b as usize, probe, self.now);
+                    }
                 }
             }
             Event::FirstStream(slot) => {
-                let (id, ms) = self.first_streams.take(slot);
-                let s = &self.sessions[id as usize];
-                // A session whose backend died first never got its stream.
-                if s.open || s.reason != EndReason::BackendLost {
-                    let (p, b) = (s.proxy as usize, s.backend as usize);
-                    self.proxies[p]
+                let (p, b, ms, deaths) = self.first_streams.take(slot);
+                // A response due after its backend died never arrives.
+                if self.backends[b as usize].deaths == deaths {
+                    self.proxies[p as usize]
                         .policy
-                        .on_latency(b, f64::from(ms), self.now);
+                        .on_latency(b as usize, f64::from(ms), self.now);
                 }
             }
             Event::Sample => {
@@ -427,6 +458,16 @@ impl<'a> Engine<'a> {
             &mut self.probe_targets,
         );
         let balancer = &self.sc.balancer;
+        let empty = Probe {
+            taken_at: 0.0,
+            rif: 0,
+            latency_ms: None,
+        };
+        let mut batch = ProbeBatch {
+            proxy: p as u32,
+            len: 0,
+            replies: [(0, empty); PROBE_BATCH],
+        };
         for &b in &self.probe_targets {
             let backend = &self.backends[b];
             if !backend.alive || self.probe_rng.chance(balancer.probe_loss) {
@@ -437,7 +478,17 @@ impl<'a> Engine<'a> {
                 rif: backend.active(),
                 latency_ms: backend.latency_at_rif(),
             };
-            let slot = self.probes.put((p as u32, b as u32, probe));
+            batch.replies[usize::from(batch.len)] = (b as u32, probe);
+            batch.len += 1;
+            if usize::from(batch.len) == PROBE_BATCH {
+                let slot = self.probes.put(batch);
+                self.queue
+                    .push(self.now + balancer.probe_delay_s, Event::ProbeReply(slot));
+                batch.len = 0;
+            }
+        }
+        if batch.len > 0 {
+            let slot = self.probes.put(batch);
             self.queue
                 .push(self.now + balancer.probe_delay_s, Event::ProbeReply(slot));
         }
@@ -454,17 +505,21 @@ impl<'a> Engine<'a> {
                 plan.reason = EndReason::Disconnected;
             }
         }
-        let id = self.sessions.len() as u32;
+        let (id, generation) = match self.free_sessions.pop() {
+            Some(id) => (id, self.sessions[id as usize].generation.wrapping_add(1)),
+            None => (self.sessions.len() as u32, 0),
+        };
         let (now, wave) = (self.now, self.waves > 0);
         let backend = &mut self.backends[b];
         let overloaded = backend.utilisation > self.sc.capacity.target;
         backend.note_arrival(now);
-        backend.sessions.push(id);
+        backend.open += 1;
         backend.tracked += 1;
         backend.naive += 1;
-        backend.weight += plan.weight;
+        let weight = plan.weight as f32;
+        backend.weight += f64::from(weight);
         if plan.short {
-            backend.speaking += plan.weight;
+            backend.speaking += f64::from(weight);
         }
         backend.refresh(now, &self.sc.cpu, self.costs, wave);
         let (startup, first) = backend.latencies(&self.sc.latency, &mut rng);
@@ -475,30 +530,37 @@ impl<'a> Engine<'a> {
         proxy.views[b].open += 1;
         proxy.touched(b, now, &mut self.policy_rng);
         if self.observes_latency {
-            let slot = self.first_streams.put((id, first as f32));
+            let deaths = self.backends[b].deaths;
+            let slot = self
+                .first_streams
+                .put((p as u32, b as u32, first as f32, deaths));
             self.queue
                 .push(now + first / 1000.0, Event::FirstStream(slot));
         }
         let end_at = now + plan.length;
-        self.queue.push(end_at, Event::End(id));
+        self.queue.push(end_at, Event::End(id, generation));
         let s = &self.sc.sessions;
         if !plan.short && s.speaking_mean_s > 0.0 {
             let next = now + rng.exponential(s.idle_mean_s);
             if next < end_at {
-                self.queue.push(next, Event::Phase(id));
+                self.queue.push(next, Event::Phase(id, generation));
             }
         }
-        self.sessions.push(Live {
+        let live = Live {
+            generation,
             backend: b as u32,
             proxy: p as u32,
-            weight: plan.weight,
-            pos: (self.backends[b].sessions.len() - 1) as u32,
+            weight,
             open: true,
             speaking: plan.short,
             end_at,
             reason: plan.reason,
             rng,
-        });
+        };
+        match self.sessions.get_mut(id as usize) {
+            Some(slot) => *slot = live,
+            None => self.sessions.push(live),
+        }
     }
 
     /// Ends a session exactly once: out of its backend's list and both counters.
@@ -507,14 +569,10 @@ impl<'a> Engine<'a> {
         assert!(s.open, "session {id} ended twice");
         s.open = false;
         s.reason = reason;
-        let (b, pos, speaking) = (s.backend as usize, s.pos as usize, s.speaking);
-        let (p, weight) = (s.proxy as usize, s.weight);
+        let (b, speaking) = (s.backend as usize, s.speaking);
+        let (p, weight) = (s.proxy as usize, f64::from(s.weight));
         let backend = &mut self.backends[b];
-        let removed = backend.sessions.swap_remove(pos);
-        debug_assert_eq!(removed, id);
-        if let Some(&moved) = backend.sessions.get(pos) {
-            self.sessions[moved as usize].pos = pos as u32;
-        }
+        backend.open -= 1;
         backend.tracked -= 1;
         if reason.is_clean() {
             backend.naive -= 1;
@@ -528,15 +586,14 @@ impl<'a> Engine<'a> {
         let proxy = &mut self.proxies[p];
         proxy.views[b].open -= 1;
         proxy.touched(b, self.now, &mut self.policy_rng);
+        self.free_sessions.push(id);
     }
 
     fn phase(&mut self, id: u32) {
         let (now, wave) = (self.now, self.waves > 0);
         let sc = self.sc;
         let s = &mut self.sessions[id as usize];
-        if !s.open {
-            return;
-        }
+        debug_assert!(s.open, "a phase change of a closed session");
         s.speaking = !s.speaking;
         let mean = if s.speaking {
             sc.sessions.speaking_mean_s
@@ -544,7 +601,13 @@ impl<'a> Engine<'a> {
             sc.sessions.idle_mean_s
         };
         let next = now + s.rng.exponential(mean);
-        let (b, speaking, end_at, weight) = (s.backend as usize, s.speaking, s.end_at, s.weight);
+        let (b, speaking, end_at, weight, generation) = (
+            s.backend as usize,
+            s.speaking,
+            s.end_at,
+            f64::from(s.weight),
+            s.generation,
+        );
         let backend = &mut self.backends[b];
         if speaking {
             backend.speaking += weight;
@@ -553,7 +616,7 @@ impl<'a> Engine<'a> {
         }
         backend.refresh(now, &sc.cpu, self.costs, wave);
         if next < end_at {
-            self.queue.push(next, Event::Phase(id));
+            self.queue.push(next, Event::Phase(id, generation));
         }
     }
 
@@ -608,7 +671,13 @@ impl<'a> Engine<'a> {
         if !self.backends[b].alive {
             return;
         }
-        for id in self.backends[b].sessions.clone() {
+        let lost: Vec<u32> = (0..self.sessions.len() as u32)
+            .filter(|&id| {
+                let s = &self.sessions[id as usize];
+                s.open && s.backend as usize == b
+            })
+            .collect();
+        for id in lost {
             self.end(id, EndReason::BackendLost);
         }
         self.backends[b].die(self.now, &self.sc.cpu, self.costs);

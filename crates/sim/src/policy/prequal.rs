@@ -60,9 +60,9 @@ impl PrequalHcl {
     fn hot_above(&mut self) -> u64 {
         self.rifs.clear();
         self.rifs.extend(self.pool.iter().map(|p| p.rif));
-        self.rifs.sort_unstable();
-        let rank = (self.q_rif * self.rifs.len() as f64).ceil() as usize;
-        self.rifs[rank.clamp(1, self.rifs.len()) - 1]
+        let n = self.rifs.len();
+        let rank = (self.q_rif * n as f64).ceil() as usize;
+        *self.rifs.select_nth_unstable(rank.clamp(1, n) - 1).1
     }
 
     /// The pool index HCL picks: the coldest-then-fastest probe.
