@@ -231,3 +231,81 @@ impl Backend {
         self.refresh(now, cpu, costs, false);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Scenario;
+
+    fn backend() -> Backend {
+        let s = Scenario::from_toml_str(
+            "description = 'x'\nduration_s = 1\n[arrivals]\nrate_per_s = 1\n\
+             [sessions]\nduration = 'fixed'\nmean_s = 1\n[[backends]]\ncount = 1\n\
+             base_utilisation = 0.0",
+            "b.toml",
+        )
+        .expect("valid");
+        Backend::new(&s.backends[0])
+    }
+
+    #[test]
+    fn latency_at_rif_is_the_median_of_the_nearest_eight_in_rif() {
+        let mut b = backend();
+        assert_eq!(b.latency_at_rif(), None, "no session yet");
+        // Sessions started at RIF 1..=20 with latency 10 × RIF ms.
+        for rif in 1..=20u64 {
+            b.open = rif;
+            b.note_latency(10.0 * rif as f64);
+        }
+        // At RIF 20 the nearest eight are 13..=20: median (4th of 8) = 160 ms.
+        assert_eq!(b.latency_at_rif(), Some(160.0));
+        // At RIF 5: 1..=9 within 4, the eight nearest are 1..=9 minus the farther of 1 and
+        // 9 by the latency tie-break (9 → 90 ms goes): 10..80, median 40 ms.
+        b.open = 5;
+        assert_eq!(b.latency_at_rif(), Some(40.0));
+        // A new sample invalidates the cached answer even at the same RIF.
+        for _ in 0..8 {
+            b.note_latency(1000.0);
+        }
+        assert_eq!(b.latency_at_rif(), Some(1000.0));
+        // Only the last 32 samples count.
+        for _ in 0..LATENCY_SAMPLES {
+            b.note_latency(7.0);
+        }
+        assert_eq!(b.latency_at_rif(), Some(7.0));
+    }
+
+    #[test]
+    fn recent_utilisation_is_the_mean_of_the_last_five_half_second_samples() {
+        let mut b = backend();
+        let cpu = Cpu::default();
+        b.open = 1;
+        b.weight = 1.0;
+        // 0.3 cores of load from t = 0.2: the sample at 0 saw none, the one at 0.5 sees it.
+        b.refresh(
+            0.2,
+            &Cpu {
+                overhead: 0.0,
+                ..cpu
+            },
+            (0.3, 0.3),
+            false,
+        );
+        assert!((b.recent_utilisation(0.6) - 0.15).abs() < 1e-12);
+        // At 1.2 s the load doubles: samples at 1.5, 2.0 (and later) see 0.6.
+        b.refresh(
+            1.2,
+            &Cpu {
+                overhead: 0.0,
+                ..cpu
+            },
+            (0.6, 0.6),
+            false,
+        );
+        // Samples by 2.0 s: 0 → 0, 0.5 and 1.0 → 0.3, 1.5 and 2.0 → 0.6: mean 0.36.
+        let u = b.recent_utilisation(2.0);
+        assert!((u - 0.36).abs() < 1e-12, "{u}");
+        // By 3.9 s the last five (2.0 … 3.5) are all 0.6.
+        assert!((b.recent_utilisation(3.9) - 0.6).abs() < 1e-12);
+    }
+}
