@@ -1,5 +1,6 @@
 //! Where a committed result came from, so a report can say it: the CPU and its cores, the
-//! toolchain, the commit (marked `-dirty` when tracked files differ from it) and the date.
+//! toolchain, the commit (marked `-dirty` when tracked files outside `results/` differ from
+//! it) and the date.
 //! The picker (`livecount-benches`) and the simulator's `lbsim` both stamp their reports
 //! with it.
 //!
@@ -61,8 +62,9 @@ pub fn rustc() -> String {
     command("rustc", &["--version"], None).unwrap_or_else(|| "unknown".into())
 }
 
-/// The checkout's short commit, `-dirty` if tracked files differ from it; `"unknown"` outside
-/// a git checkout (or without git).
+/// The checkout's short commit, `-dirty` if tracked files outside the top-level `results/`
+/// differ from it (regenerating committed results over themselves is not a change to the
+/// code that made them); `"unknown"` outside a git checkout (or without git).
 pub fn commit() -> String {
     commit_in(None)
 }
@@ -74,7 +76,13 @@ pub fn commit_in(dir: Option<&Path>) -> String {
     };
     let dirty = command(
         "git",
-        &["status", "--porcelain", "--untracked-files=no"],
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ":(top,exclude)results",
+        ],
         dir,
     )
     .is_some_and(|s| !s.is_empty());
@@ -170,7 +178,9 @@ mod tests {
         };
         git(&["init", "-q"]);
         std::fs::write(dir.join("f"), "1").unwrap();
-        git(&["add", "f"]);
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        std::fs::write(dir.join("results/r"), "1").unwrap();
+        git(&["add", "f", "results/r"]);
         git(&["commit", "-qm", "one"]);
         let clean = commit_in(Some(&dir));
         assert!(
@@ -179,10 +189,14 @@ mod tests {
         );
         std::fs::write(dir.join("f"), "2").unwrap();
         assert_eq!(commit_in(Some(&dir)), format!("{clean}-dirty"));
-        // Untracked files do not count: a results directory being written is not a change.
+        // Untracked files do not count, nor do committed results being rewritten.
         std::fs::write(dir.join("f"), "1").unwrap();
         std::fs::write(dir.join("new"), "x").unwrap();
+        std::fs::write(dir.join("results/r"), "2").unwrap();
         assert_eq!(commit_in(Some(&dir)), clean);
+        // From a subdirectory too (the exclusion is relative to the top).
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        assert_eq!(commit_in(Some(&dir.join("sub"))), clean);
         let _ = std::fs::remove_dir_all(&dir);
         let outside = std::env::temp_dir().join(format!("livecount-no-git-{}", std::process::id()));
         std::fs::create_dir_all(&outside).unwrap();
