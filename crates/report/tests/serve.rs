@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use livecount_capacity::CapacityConfig;
+use livecount_report::generated::xds::data::orca::v3::OrcaLoadReport;
 use livecount_report::generated::xds::service::orca::v3::OrcaLoadReportRequest;
 use livecount_report::generated::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
 use livecount_report::{
@@ -117,6 +118,33 @@ async fn agent_check(addr: std::net::SocketAddr) -> String {
         .expect("agent-check answered in time")
 }
 
+/// An ORCA out-of-band stream from `addr`.
+async fn orca_stream(addr: std::net::SocketAddr) -> tonic::Streaming<OrcaLoadReport> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut orca = OpenRcaServiceClient::new(channel);
+    timeout(
+        WAIT,
+        orca.stream_core_metrics(OrcaLoadReportRequest::default()),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .into_inner()
+}
+
+/// The stream's next report, within [`WAIT`].
+async fn next_report(stream: &mut tonic::Streaming<OrcaLoadReport>) -> OrcaLoadReport {
+    timeout(WAIT, stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+}
+
 fn metric(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
@@ -164,25 +192,8 @@ async fn load_metrics_agent_check_and_orca_carry_one_report() {
 
     assert_eq!(agent_check(served.check).await, report.agent_reply());
 
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", served.grpc))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut orca = OpenRcaServiceClient::new(channel);
-    let mut stream = timeout(
-        WAIT,
-        orca.stream_core_metrics(OrcaLoadReportRequest::default()),
-    )
-    .await
-    .unwrap()
-    .unwrap()
-    .into_inner();
-    let first = timeout(WAIT, stream.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let mut stream = orca_stream(served.grpc).await;
+    let first = next_report(&mut stream).await;
     assert_eq!(
         first.named_metrics["report_sequence"],
         report.sequence as f64
@@ -290,25 +301,8 @@ async fn prequal_answers_from_the_report_in_json_headers_and_orca() {
     assert_eq!(load["sequence"], report.sequence);
     assert_eq!(load["prequal"]["latency_ms"].as_f64(), Some(41.0));
 
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", served.grpc))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut orca = OpenRcaServiceClient::new(channel);
-    let mut stream = timeout(
-        WAIT,
-        orca.stream_core_metrics(OrcaLoadReportRequest::default()),
-    )
-    .await
-    .unwrap()
-    .unwrap()
-    .into_inner();
-    let first = timeout(WAIT, stream.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let mut stream = orca_stream(served.grpc).await;
+    let first = next_report(&mut stream).await;
     assert_eq!(
         first.named_metrics["report_sequence"],
         report.sequence as f64

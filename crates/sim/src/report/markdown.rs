@@ -277,14 +277,24 @@ fn header(out: &mut String, r: &ScenarioResult, meta: &RunMeta) {
     );
 }
 
-fn table(out: &mut String, r: &ScenarioResult) {
-    out.push_str("## Results\n\n| policy |");
+/// The header row and the alignment row of a policies × metrics table.
+fn table_head(out: &mut String) {
+    out.push_str("| policy |");
     for c in COLUMNS {
         let _ = write!(out, " {} |", c.header);
     }
     out.push_str("\n|---|");
     out.push_str(&"---:|".repeat(COLUMNS.len()));
     out.push('\n');
+}
+
+const FOOTNOTE: &str = "\nOverloaded = above the target utilisation. CV and max−min are of active \
+    sessions across alive backends, averaged over samples; counter errors are summed over \
+    backends.\n\n";
+
+fn table(out: &mut String, r: &ScenarioResult) {
+    out.push_str("## Results\n\n");
+    table_head(out);
     for p in &r.policies {
         let _ = write!(out, "| {} |", escape(&p.policy));
         for c in COLUMNS {
@@ -292,10 +302,7 @@ fn table(out: &mut String, r: &ScenarioResult) {
         }
         out.push('\n');
     }
-    out.push_str(
-        "\nOverloaded = above the target utilisation. CV and max−min are of active sessions \
-         across alive backends, averaged over samples; counter errors are summed over backends.\n\n",
-    );
+    out.push_str(FOOTNOTE);
 }
 
 fn best(out: &mut String, r: &ScenarioResult) {
@@ -329,13 +336,7 @@ fn table_across_seeds(out: &mut String, r: &ScenarioResult) {
         n.saturating_sub(1),
         seed_list(&stats.seeds)
     );
-    out.push_str("| policy |");
-    for c in COLUMNS {
-        let _ = write!(out, " {} |", c.header);
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---:|".repeat(COLUMNS.len()));
-    out.push('\n');
+    table_head(out);
     for p in &stats.policies {
         let _ = write!(out, "| {} |", escape(&p.policy));
         for (c, m) in COLUMNS.iter().zip(&p.metrics) {
@@ -343,10 +344,7 @@ fn table_across_seeds(out: &mut String, r: &ScenarioResult) {
         }
         out.push('\n');
     }
-    out.push_str(
-        "\nOverloaded = above the target utilisation. CV and max−min are of active sessions \
-         across alive backends, averaged over samples; counter errors are summed over backends.\n\n",
-    );
+    out.push_str(FOOTNOTE);
 }
 
 /// `1, 2, …, 20` as `1–20` when consecutive.
