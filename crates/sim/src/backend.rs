@@ -58,6 +58,9 @@ pub(crate) const CPU_SAMPLE_S: f64 = 0.5;
 pub(crate) const LATENCY_SAMPLES: usize = 32;
 pub(crate) const LATENCY_NEAREST: usize = 8;
 
+/// A cache key no (RIF, sample count) pair matches: nothing cached.
+const NO_LATENCY_CACHED: (u64, usize, f32) = (u64::MAX, 0, 0.0);
+
 impl Backend {
     pub(crate) fn new(group: &BackendGroup) -> Self {
         let mut b = Self {
@@ -82,7 +85,7 @@ impl Backend {
             cpu_taken: 0,
             latency_ring: [(0, 0.0); LATENCY_SAMPLES],
             latency_taken: 0,
-            latency_cached: std::cell::Cell::new((u64::MAX, 0, 0.0)),
+            latency_cached: std::cell::Cell::new(NO_LATENCY_CACHED),
         };
         b.utilisation = b.base_utilisation;
         b
@@ -218,7 +221,10 @@ impl Backend {
         self.deaths += 1;
         (self.weight, self.speaking) = (0.0, 0.0);
         self.naive = 0;
+        // The new process has no latency history; the count restarts, so the cached answer,
+        // keyed by it, must go too.
         self.latency_taken = 0;
+        self.latency_cached.set(NO_LATENCY_CACHED);
         self.arrivals.clear();
         self.refresh(now, cpu, costs, false);
     }

@@ -107,7 +107,7 @@ struct Live {
     open: bool,
     speaking: bool,
     end_at: f64,
-    /// How it ends, or (once closed) how it ended.
+    /// How it ends (unless its backend dies first).
     reason: EndReason,
     rng: SimRng,
 }
@@ -334,15 +334,13 @@ impl<'a> Engine<'a> {
             }
             Event::Burst => self.burst(),
             Event::End(id, generation) => {
-                let s = &self.sessions[id as usize];
-                if s.generation == generation && s.open {
-                    let reason = s.reason;
+                if self.is_open(id, generation) {
+                    let reason = self.sessions[id as usize].reason;
                     self.end(id, reason);
                 }
             }
             Event::Phase(id, generation) => {
-                let s = &self.sessions[id as usize];
-                if s.generation == generation && s.open {
+                if self.is_open(id, generation) {
                     self.phase(id);
                 }
             }
@@ -406,6 +404,13 @@ impl<'a> Engine<'a> {
         } else {
             self.bursts_done = true;
         }
+    }
+
+    /// Whether the session an event was scheduled for still holds slot `id` and is open
+    /// (it may have ended early, and the slot gone to another).
+    fn is_open(&self, id: u32, generation: u32) -> bool {
+        let s = &self.sessions[id as usize];
+        s.generation == generation && s.open
     }
 
     /// One arrival: plan it, ask its proxy's policy, and assign, reject or drop it.
@@ -563,12 +568,12 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Ends a session exactly once: out of its backend's list and both counters.
+    /// Ends a session exactly once: out of its backend's count, both counters and its
+    /// proxy's open streams; its slot goes back for reuse.
     fn end(&mut self, id: u32, reason: EndReason) {
         let s = &mut self.sessions[id as usize];
         assert!(s.open, "session {id} ended twice");
         s.open = false;
-        s.reason = reason;
         let (b, speaking) = (s.backend as usize, s.speaking);
         let (p, weight) = (s.proxy as usize, f64::from(s.weight));
         let backend = &mut self.backends[b];

@@ -13,8 +13,10 @@ use crate::SimRng;
 ///   alternately the oldest and the worst;
 /// * a probe is *hot* when its RIF is above the `q_rif` quantile of the pool's RIFs; the
 ///   pick is the cold probe with the lowest latency (the lower RIF on a tie; a backend with
-///   no sessions yet, so no latency, counts as 0 ms), or the lowest RIF if every probe is
-///   hot; with fewer than 2 probes the pick is uniformly random;
+///   no sessions yet, so no latency, counts as 0 ms). The paper falls back to the lowest
+///   RIF when every probe is hot, which cannot happen here: the quantile is taken over the
+///   pool itself, so the probe holding it is cold. With fewer than 2 probes the pick is
+///   uniformly random;
 /// * the picked probe is reused with its RIF incremented by this send.
 ///
 /// The paper sets `q_rif` = 2^−0.25 ≈ 0.84; prequal-rs defaults to 0.6, having seen 0.84
@@ -65,23 +67,18 @@ impl PrequalHcl {
         *self.rifs.select_nth_unstable(rank.clamp(1, n) - 1).1
     }
 
-    /// The pool index HCL picks: the coldest-then-fastest probe.
+    /// The pool index HCL picks: the fastest cold probe (`hot_above` is a pool RIF, so
+    /// at least its probe is cold).
     fn best(&self, hot_above: u64) -> usize {
-        let cold = (0..self.pool.len())
+        (0..self.pool.len())
             .filter(|&i| self.pool[i].rif <= hot_above)
             .min_by(|&a, &b| {
                 let (pa, pb) = (&self.pool[a], &self.pool[b]);
                 pa.latency_ms
                     .total_cmp(&pb.latency_ms)
                     .then(pa.rif.cmp(&pb.rif))
-            });
-        cold.unwrap_or_else(|| self.lowest_rif())
-    }
-
-    fn lowest_rif(&self) -> usize {
-        (0..self.pool.len())
-            .min_by_key(|&i| self.pool[i].rif)
-            .expect("a non-empty pool")
+            })
+            .expect("the probe at the quantile is cold")
     }
 
     /// The probe HCL would pick last: the hottest if any is hot, else the slowest.
