@@ -18,7 +18,7 @@ seconds="${1:-20}"
 shift || true
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-    targets=(single sharded striped per_thread reference)
+    targets=(single sharded striped per_thread per_cpu per_cpu_one_cell reference)
 fi
 
 if ! cargo fuzz --version 2>/dev/null | grep -qF "$CARGO_FUZZ_VERSION"; then

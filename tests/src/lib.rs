@@ -56,13 +56,19 @@ pub fn program() -> impl Strategy<Value = Program> {
         .prop_map(|(threads, ops)| Program::new(threads, ops))
 }
 
-/// The fuzz targets, each with the counter type its `fuzz_targets/<target>.rs` checks.
-pub const FUZZ_TARGETS: [(&str, &str); 5] = [
-    ("single", "Single"),
-    ("sharded", "Sharded"),
-    ("striped", "Striped"),
-    ("per_thread", "PerThread"),
-    ("reference", "Reference"),
+/// The fuzz targets, each with the check its `fuzz_targets/<target>.rs` makes (the counter
+/// it runs programs on).
+pub const FUZZ_TARGETS: [(&str, &str); 7] = [
+    ("single", "check_program::<Single>"),
+    ("sharded", "check_program::<Sharded>"),
+    ("striped", "check_program::<Striped>"),
+    ("per_thread", "check_program::<PerThread>"),
+    ("per_cpu", "check_program::<PerCpu>"),
+    (
+        "per_cpu_one_cell",
+        "check_program_with(&program, || PerCpu::with_cpus(1))",
+    ),
+    ("reference", "check_program::<Reference>"),
 ];
 
 /// The repository's `fuzz/` directory.

@@ -1,7 +1,7 @@
 //! Compile-time checks of the public API's auto traits: every counter and token can be
 //! shared and sent between threads (a session may end on another thread than it started on).
 
-use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped, Token, Totals};
+use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped, Token, Totals};
 use livecount_check::{Op, Program};
 
 fn assert_send_sync<T: Send + Sync>() {}
@@ -18,11 +18,13 @@ fn counters_and_tokens_are_send_and_sync() {
     assert_counter::<Sharded>();
     assert_counter::<Striped>();
     assert_counter::<PerThread>();
+    assert_counter::<PerCpu>();
     assert_counter::<Reference>();
     assert_send_sync::<Token<Single>>();
     assert_send_sync::<Token<Sharded>>();
     assert_send_sync::<Token<Striped>>();
     assert_send_sync::<Token<PerThread>>();
+    assert_send_sync::<Token<PerCpu>>();
     assert_send_sync::<Token<Reference>>();
     assert_send_sync::<Totals>();
     assert_send_sync::<Program>();

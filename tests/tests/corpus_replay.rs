@@ -4,14 +4,19 @@
 
 use std::path::Path;
 
-use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped};
-use livecount_check::{Program, check_program, files_in, replay_dir};
+use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped};
+use livecount_check::{Program, check_program_with, files_in, replay_dir};
 use livecount_tests::{FUZZ_TARGETS, fuzz_dir};
 
 /// Replays `fuzz/corpus/<target>/` (must hold at least one decodable input) and
 /// `fuzz/artifacts/<target>/` (optional) through `check_program::<C>`.
 fn replay<C: Counter + Default + 'static>(target: &str) {
-    let check = |program: &Program| check_program::<C>(program);
+    replay_with(target, C::default);
+}
+
+/// [`replay`] on counters made by `new`.
+fn replay_with<C: Counter + 'static>(target: &str, new: impl Fn() -> C + Copy) {
+    let check = |program: &Program| check_program_with(program, new);
     let corpus = fuzz_dir().join("corpus").join(target);
     let replayed = replay_dir(&corpus, check).unwrap_or_else(|e| {
         panic!(
@@ -51,11 +56,21 @@ fn per_thread() {
 }
 
 #[test]
+fn per_cpu() {
+    replay::<PerCpu>("per_cpu");
+}
+
+#[test]
+fn per_cpu_one_cell() {
+    replay_with("per_cpu_one_cell", || PerCpu::with_cpus(1));
+}
+
+#[test]
 fn reference() {
     replay::<Reference>("reference");
 }
 
-/// The replay above assumes `fuzz_targets/<target>.rs` checks the type named in
+/// The replay above assumes `fuzz_targets/<target>.rs` makes the check named in
 /// `FUZZ_TARGETS`; make sure it does, and that no target is left without a replay.
 #[test]
 fn every_fuzz_target_is_replayed_with_its_own_counter() {
@@ -67,12 +82,11 @@ fn every_fuzz_target_is_replayed_with_its_own_counter() {
     let mut expected: Vec<_> = FUZZ_TARGETS.iter().map(|(t, _)| t.to_string()).collect();
     expected.sort();
     assert_eq!(names, expected, "fuzz targets and replays differ");
-    for (target, counter) in FUZZ_TARGETS {
+    for (target, call) in FUZZ_TARGETS {
         let path = fuzz_dir().join("fuzz_targets").join(format!("{target}.rs"));
         let source = std::fs::read_to_string(&path).unwrap();
-        let call = format!("check_program::<{counter}>");
         assert!(
-            source.contains(&call),
+            source.contains(call),
             "{} does not call {call}",
             Path::new(&path).display()
         );

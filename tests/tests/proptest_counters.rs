@@ -7,7 +7,7 @@
 //! `livecount_tests::DEFAULT_CASES`); `--ignored` runs `HEAVY_FACTOR` times as many. Failures are saved to
 //! `proptest_counters.proptest-regressions` next to this file and replayed first.
 
-use livecount::{PerThread, Reference, Sharded, Single, Striped};
+use livecount::{CpuSource, PerCpu, PerThread, Reference, Sharded, Single, Striped};
 use livecount_check::check_program_with;
 use livecount_tests::{config, program};
 use proptest::prelude::*;
@@ -60,6 +60,15 @@ suite!(single, Single);
 suite!(sharded, Sharded);
 suite!(striped, Striped);
 suite!(per_thread, PerThread);
+suite!(per_cpu, PerCpu);
+// One cell: a thread on any other CPU counts on the overflow cell (two kinds of cell per read).
+suite!(per_cpu_one_cell, PerCpu, || PerCpu::with_cpus(1));
+// The fallback used where there is no CPU id: the thread index modulo two cells.
+suite!(per_cpu_thread_index, PerCpu, || PerCpu::with_source(
+    2,
+    CpuSource::ThreadIndex
+)
+.expect("always available"));
 suite!(reference, Reference);
 // Every thread on one shard: all updates contend on one pair of atomics.
 suite!(sharded_one_shard, Sharded, || Sharded::with_shards(1));

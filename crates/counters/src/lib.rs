@@ -66,6 +66,7 @@
 //! | [`Sharded`] | one `lock xadd` on the thread's shard | 2 × shards loads | 128 B × shards | gauge |
 //! | [`Striped`] | CAS on a base, stripes grown on contention | 2 × (1 + stripes) loads | 128 B, grows to ~128 B × CPUs | gauge |
 //! | [`PerThread`] | plain load + store on the thread's own line | 2 × threads ever seen | 128 B × peak threads | gauge |
+//! | [`PerCpu`] | rseq critical section: plain `add` on the CPU's line (else CPU id + `lock xadd`) | 2 × (CPUs + 1) | 128 B × (CPUs + 1) | gauge |
 //! | [`Reference`] | mutex | mutex | small | linearizable; an oracle for tests only |
 //!
 //! *Gauge* is the read guarantee documented on [`Counter`]: never negative, never below the
@@ -100,11 +101,17 @@
 //!
 //! # Implementation notes
 //!
+//! `PerCpu` finds glibc's registered restartable-sequences area (`__rseq_offset`, looked up
+//! with `dlsym`, never a second registration) and runs one `asm!` critical section the
+//! kernel restarts on preemption or migration; where there is none it falls back to
+//! `sched_getcpu` or the thread index with locked adds ([`CpuSource`]).
+//!
 //! Threads are identified by small *reusable* indices (lowest free first), so per-thread
 //! tables stay dense and a new thread inherits an exited thread's cells. Concurrency
 //! primitives come from one `sync` shim that switches to loom or shuttle under the
 //! `livecount_loom` / `livecount_shuttle` cfgs. The only `unsafe` code is the lock-free,
-//! append-only cell table, each block with its `SAFETY:` argument.
+//! append-only cell table and `PerCpu`'s platform layer (the rseq area and critical section,
+//! `sched_getcpu`, `dlsym`), each block with its `SAFETY:` argument.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -112,10 +119,12 @@
 
 mod cell_table;
 mod counter;
+mod cpu;
 #[cfg(livecount_loom)]
 #[doc(hidden)]
 pub mod loom_model;
 mod pair;
+mod per_cpu;
 mod per_thread;
 mod reference;
 mod sharded;
@@ -125,8 +134,18 @@ mod sync;
 mod thread_id;
 
 pub use counter::{Counter, Token, Totals};
+pub use per_cpu::{CpuSource, PerCpu, SourceUnavailable};
 pub use per_thread::PerThread;
 pub use reference::Reference;
 pub use sharded::Sharded;
 pub use single::Single;
 pub use striped::Striped;
+
+/// Model checkers only (`livecount_loom`, `livecount_shuttle`): moves every model thread to
+/// the next CPU, as the kernel may between any two instructions. [`PerCpu`] is the only
+/// counter that reads the CPU.
+#[cfg(any(livecount_loom, livecount_shuttle))]
+#[doc(hidden)]
+pub fn model_migrate() {
+    cpu::model::migrate();
+}

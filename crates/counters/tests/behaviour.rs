@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped, Totals};
+use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped, Totals};
 
 /// 5 starts and 3 ends, some of them on other threads: `totals` is `Some` and exact.
 fn exact_totals<C: Counter>(counter: C) -> Option<Totals> {
@@ -29,6 +29,7 @@ fn totals_are_kept_and_exact_where_promised() {
         ended: 3,
     });
     assert_eq!(exact_totals(PerThread::new()), expected, "PerThread");
+    assert_eq!(exact_totals(PerCpu::new()), expected, "PerCpu");
     assert_eq!(exact_totals(Sharded::new()), expected, "Sharded");
     assert_eq!(exact_totals(Striped::new()), expected, "Striped");
     assert_eq!(exact_totals(Reference::new()), expected, "Reference");

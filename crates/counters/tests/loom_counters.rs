@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped, Totals};
+use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped, Totals};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -168,7 +168,51 @@ suite!(single, Single, bound = 3);
 suite!(sharded, Sharded, bound = 3);
 suite!(striped, Striped, bound = 2);
 suite!(per_thread, PerThread, bound = 2);
+suite!(per_cpu, PerCpu, bound = 2);
 suite!(reference, Reference, bound = 3);
+
+/// PerCpu: the CPU is a model variable (`model_migrate` moves every thread to the next CPU),
+/// so loom puts the migration between an update's CPU read and its add, and everywhere else.
+/// Two writers each run a session while a reader reads: a start and its end may land on
+/// different cells, or one on a per-CPU cell and one on the overflow cell (with two cells,
+/// a thread on CPU 2 or 3 has none); none is lost and no read misses an open session.
+#[test]
+fn per_cpu_migrating_between_cpu_read_and_add() {
+    livecount::loom_model::bounded(2, || {
+        let counter = Arc::new(PerCpu::with_cpus(2));
+        let open = counter.increment();
+        let migrator = thread::spawn(|| {
+            livecount::model_migrate();
+            livecount::model_migrate();
+        });
+        let writer = spawn(&counter, |counter| {
+            let token = counter.increment();
+            counter.decrement(token);
+        });
+        let reader = spawn(&counter, |counter| check_read(counter, 1, 2));
+        migrator.join().unwrap();
+        writer.join().unwrap();
+        reader.join().unwrap();
+        counter.decrement(open);
+        assert_quiescent(&*counter, 2);
+    });
+}
+
+/// PerCpu: a session started on one thread ends on another after a migration, while a
+/// reader reads: the read is never negative and never above the starts.
+#[test]
+fn per_cpu_end_after_migration_on_another_thread() {
+    livecount::loom_model::bounded(2, || {
+        let counter = Arc::new(PerCpu::with_cpus(2));
+        let starter = spawn(&counter, |counter| counter.increment());
+        let reader = spawn(&counter, |counter| check_read(counter, 0, 1));
+        let token = starter.join().unwrap();
+        livecount::model_migrate();
+        counter.decrement(token);
+        reader.join().unwrap();
+        assert_quiescent(&*counter, 1);
+    });
+}
 
 /// Sharded with fewer shards than threads: shards are shared and still exact.
 #[test]

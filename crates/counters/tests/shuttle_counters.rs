@@ -12,7 +12,9 @@
 //!   the token its predecessor left, and exits, handing its last token on. A child's thread
 //!   index goes back to the pool when it exits and the next thread to register takes it, so
 //!   `PerThread` cells are inherited mid-run and `Sharded` shards change hands;
-//! * two *readers* read continuously and check every value against bookkeeping atomics.
+//! * two *readers* read continuously and check every value against bookkeeping atomics;
+//! * a *migrator* moves every thread to the next CPU a few times (`PerCpu` reads the CPU as a
+//!   model variable: an update may read it, be migrated, and add to the old CPU's cell).
 //!
 //! # What the bookkeeping proves
 //!
@@ -45,7 +47,7 @@
 
 use std::sync::Arc;
 
-use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped, Totals};
+use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped, Totals};
 use shuttle::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use shuttle::sync::mpsc;
 use shuttle::thread;
@@ -58,6 +60,8 @@ const ACCEPTED: usize = 3;
 const CHILDREN: usize = 3;
 /// Reads (a `load`, a `totals` and an `is_idle`, each checked) each reader performs.
 const READS: usize = 3;
+/// Times the migrator moves every thread to the next CPU (only `PerCpu` reads the CPU).
+const MIGRATIONS: usize = 4;
 
 /// Executions per scheduler and implementation; override with `SHUTTLE_ITERATIONS`.
 const DEFAULT_ITERATIONS: usize = 10_000;
@@ -231,8 +235,8 @@ fn churner<C: Counter + 'static>(counter: &Arc<C>, books: &Arc<Books>) {
 
 // === the model ===
 
-/// One execution: eight threads (two acceptors, two closers, two churners, two readers) plus
-/// the churners' children and the main thread, then exact checks at quiescence.
+/// One execution: eight threads (two acceptors, two closers, two churners, two readers), a
+/// migrator, the churners' children and the main thread, then exact checks at quiescence.
 fn model<C: Counter + 'static>(new: fn() -> C) {
     let counter = Arc::new(new());
     let books = Arc::new(Books::default());
@@ -246,6 +250,13 @@ fn model<C: Counter + 'static>(new: fn() -> C) {
         handles.push(spawn(&counter, &books, churner));
         handles.push(spawn(&counter, &books, |c, b| reader(&**c, b)));
     }
+    // The migrator: between any two steps of any update, every thread may change CPU.
+    handles.push(thread::spawn(|| {
+        for _ in 0..MIGRATIONS {
+            livecount::model_migrate();
+            thread::yield_now();
+        }
+    }));
     for handle in handles {
         handle.join().expect("model thread panicked");
     }
@@ -334,4 +345,8 @@ suite!(sharded_wide, || Sharded::with_shards(16));
 suite!(striped, Striped::new);
 suite!(striped_growing, || Striped::with_max_stripes(16));
 suite!(per_thread, PerThread::new);
+// Two cells: model threads sit on CPUs `index + shift`, so as the migrator shifts them some
+// updates land on per-CPU cells and some on the overflow cell, and a session's start and
+// end on different ones.
+suite!(per_cpu, || PerCpu::with_cpus(2));
 suite!(reference, Reference::new);

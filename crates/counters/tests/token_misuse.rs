@@ -11,7 +11,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped, Token};
+use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped, Token};
 
 /// The panic message of `f`, or `None` if it returned.
 fn panic_of(f: impl FnOnce()) -> Option<String> {
@@ -69,6 +69,7 @@ fn misuse_panics_in_debug_builds_for_every_counter() {
     misuse(Sharded::new);
     misuse(Striped::new);
     misuse(PerThread::new);
+    misuse(PerCpu::new);
     misuse(Reference::new);
 }
 
@@ -89,6 +90,7 @@ fn a_token_dropped_while_unwinding_does_not_abort() {
 #[ignore = "release builds only: run by scripts/test.sh's heavy phase"]
 fn tokens_are_zero_sized_and_unchecked_in_release_builds() {
     assert_eq!(std::mem::size_of::<Token<PerThread>>(), 0);
+    assert_eq!(std::mem::size_of::<Token<PerCpu>>(), 0);
     assert_eq!(std::mem::size_of::<Token<Single>>(), 0);
     // Ended on the wrong counter of the same type: no panic; that one counts an end it never
     // started (its read saturates at 0), this one keeps a ghost. Documented, not checked.

@@ -1,7 +1,7 @@
 //! Compile-time checks: guards move across threads and tokio tasks, handles are shareable,
 //! snapshots and reports can be published anywhere.
 
-use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped};
+use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped};
 use livecount_session::{
     ByReason, EndHandle, EndReason, Ended, Phase, Report, Reporter, Session, SessionId,
     SessionInfo, SessionTracker, Snapshot, StartError, Window,
@@ -26,6 +26,7 @@ fn send_sync<T: Send + Sync>() {}
 #[test]
 fn everything_is_send_and_sync() {
     all_for::<PerThread>();
+    all_for::<PerCpu>();
     all_for::<Sharded>();
     all_for::<Striped>();
     all_for::<Single>();

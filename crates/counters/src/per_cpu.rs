@@ -1,0 +1,522 @@
+//! [`PerCpu`]: one cache-padded pair per CPU, updated through the kernel's restartable
+//! sequences where glibc registered them — memory and read cost bounded by CPUs, not threads.
+
+use std::fmt;
+
+use crossbeam_utils::CachePadded;
+
+use crate::counter::Issuer;
+use crate::pair::{self, Half, Pair};
+use crate::{Counter, Token, Totals, cpu, thread_id};
+
+/// How a [`PerCpu`] counter's updates find their cell.
+///
+/// [`PerCpu::new`] takes the first of these the machine offers, in this order;
+/// [`PerCpu::with_source`] asks for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CpuSource {
+    /// A restartable sequence (x86-64 Linux, glibc 2.35+ with rseq registered): the CPU id
+    /// is read from the thread's rseq area and the cell bumped with a plain `add` in one
+    /// kernel-guarded critical section — no `lock`-prefixed instruction at all.
+    Rseq,
+    /// The CPU id read from the rseq area (same availability as [`Rseq`](Self::Rseq)), then a
+    /// locked add on that CPU's cell: a migration in between lands the update on another
+    /// CPU's cell, which a locked add makes harmless.
+    RseqCpuId,
+    /// `sched_getcpu()` (Linux, any libc), then a locked add.
+    SchedGetcpu,
+    /// No CPU id at all: the thread's reusable index (the lowest free one; the same as
+    /// [`Sharded`](crate::Sharded)'s), modulo the cells, then a locked add. Everywhere.
+    ThreadIndex,
+}
+
+impl CpuSource {
+    /// Every source, fastest first: the order [`PerCpu::new`] tries them in.
+    pub const ALL: [CpuSource; 4] = [
+        CpuSource::Rseq,
+        CpuSource::RseqCpuId,
+        CpuSource::SchedGetcpu,
+        CpuSource::ThreadIndex,
+    ];
+
+    /// Whether this process can use the source.
+    ///
+    /// ```
+    /// use livecount::CpuSource;
+    /// assert!(CpuSource::ThreadIndex.is_available());
+    /// ```
+    pub fn is_available(self) -> bool {
+        Path::of(self).is_some()
+    }
+
+    /// The fastest source this process can use.
+    ///
+    /// ```
+    /// use livecount::CpuSource;
+    /// assert!(CpuSource::best().is_available());
+    /// ```
+    pub fn best() -> CpuSource {
+        CpuSource::ALL
+            .into_iter()
+            .find(|source| source.is_available())
+            .unwrap_or(CpuSource::ThreadIndex)
+    }
+
+    /// A short lower-case name, for reports.
+    ///
+    /// ```
+    /// assert_eq!(livecount::CpuSource::SchedGetcpu.name(), "sched_getcpu");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuSource::Rseq => "rseq",
+            CpuSource::RseqCpuId => "rseq cpu id + lock add",
+            CpuSource::SchedGetcpu => "sched_getcpu",
+            CpuSource::ThreadIndex => "thread index",
+        }
+    }
+}
+
+impl fmt::Display for CpuSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The error of [`PerCpu::with_source`]: the source cannot be used in this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceUnavailable(pub CpuSource);
+
+impl fmt::Display for SourceUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match self.0 {
+            CpuSource::Rseq | CpuSource::RseqCpuId => {
+                "it needs x86-64 Linux with glibc 2.35 or later and rseq registered \
+                 (not disabled by GLIBC_TUNABLES=glibc.pthread.rseq=0)"
+            }
+            CpuSource::SchedGetcpu => "it needs Linux",
+            CpuSource::ThreadIndex => "it is always available",
+        };
+        write!(f, "CPU source {} is not available here: {why}", self.0)
+    }
+}
+
+impl std::error::Error for SourceUnavailable {}
+
+/// How updates reach a cell, with what each needs copied in so the hot path reads only this
+/// counter's own (read-only) fields.
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    /// The rseq critical section; `offset` is glibc's `__rseq_offset`.
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_os = "linux",
+        not(any(livecount_loom, livecount_shuttle))
+    ))]
+    Rseq {
+        offset: isize,
+    },
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_os = "linux",
+        not(any(livecount_loom, livecount_shuttle))
+    ))]
+    RseqCpuId {
+        offset: isize,
+    },
+    #[cfg(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle))))]
+    SchedGetcpu,
+    ThreadIndex,
+    /// Under the model checkers: the model's CPU variable, then a locked add.
+    #[cfg(any(livecount_loom, livecount_shuttle))]
+    Model,
+}
+
+impl Path {
+    fn of(source: CpuSource) -> Option<Path> {
+        match source {
+            #[cfg(all(
+                target_arch = "x86_64",
+                target_os = "linux",
+                not(any(livecount_loom, livecount_shuttle))
+            ))]
+            CpuSource::Rseq => cpu::rseq::offset().map(|offset| Path::Rseq { offset }),
+            #[cfg(all(
+                target_arch = "x86_64",
+                target_os = "linux",
+                not(any(livecount_loom, livecount_shuttle))
+            ))]
+            CpuSource::RseqCpuId => cpu::rseq::offset().map(|offset| Path::RseqCpuId { offset }),
+            #[cfg(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle))))]
+            CpuSource::SchedGetcpu => cpu::sched_getcpu().map(|_| Path::SchedGetcpu),
+            CpuSource::ThreadIndex => Some(Path::ThreadIndex),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    fn source(self) -> CpuSource {
+        match self {
+            #[cfg(all(
+                target_arch = "x86_64",
+                target_os = "linux",
+                not(any(livecount_loom, livecount_shuttle))
+            ))]
+            Path::Rseq { .. } => CpuSource::Rseq,
+            #[cfg(all(
+                target_arch = "x86_64",
+                target_os = "linux",
+                not(any(livecount_loom, livecount_shuttle))
+            ))]
+            Path::RseqCpuId { .. } => CpuSource::RseqCpuId,
+            #[cfg(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle))))]
+            Path::SchedGetcpu => CpuSource::SchedGetcpu,
+            Path::ThreadIndex => CpuSource::ThreadIndex,
+            #[cfg(any(livecount_loom, livecount_shuttle))]
+            Path::Model => CpuSource::SchedGetcpu,
+        }
+    }
+}
+
+/// One cache-padded [`started`, `ended`] pair per CPU: an update lands on the cell of the CPU
+/// the thread runs on, so memory and read cost grow with the machine's CPUs and never with
+/// its threads — the counter for thread-per-connection services and large blocking pools,
+/// where [`PerThread`](crate::PerThread) would keep a cell per thread ever alive.
+///
+/// Where glibc registered restartable sequences (x86-64 Linux, glibc 2.35 or later: every
+/// thread has an rseq area the kernel keeps its current CPU in), an update is one
+/// kernel-guarded critical section that reads the CPU id and bumps that CPU's cell with a
+/// plain `add`: if the thread is preempted, migrated or signalled before the add, the kernel
+/// restarts the sequence, so two threads never interleave on one cell and no locked
+/// instruction is needed ([`CpuSource::Rseq`]). Elsewhere the CPU id comes from
+/// `sched_getcpu()` or, lacking that, the thread's reusable index, and the bump is a locked
+/// add ([`CpuSource`]), since a migration between the read and the add may land it on a cell
+/// another CPU is bumping too — a different cell than intended, which is still correct.
+///
+/// CPU ids at or above the cell count (a CPU hot-plugged after construction, a counter built
+/// with fewer cells) and threads without a registered rseq area count on one shared overflow
+/// cell, with a locked add; no cell is ever bumped both ways.
+///
+/// Reads sum every `ended` before every `started`, so [`Counter`]'s gauge read guarantee
+/// holds whichever cell a session's start and end landed on.
+///
+/// # Performance characteristics
+///
+/// With rseq: an update is about the cost of [`PerThread`](crate::PerThread)'s plain load and
+/// store plus two stores and a load to the thread's own rseq area. Without it: a CPU-id call
+/// and a `lock xadd`, several times that. Reads load `2 × (CPUs + 1)` words however many
+/// threads count; memory is `128 × (CPUs + 1)` bytes, fixed at construction.
+///
+/// A debugger single-stepping through an update restarts the sequence at every step (each
+/// step is a trap the kernel treats as preemption): step over it instead.
+///
+/// # Examples
+///
+/// ```
+/// use livecount::{Counter, PerCpu};
+///
+/// let sessions = PerCpu::new();
+/// let tokens: Vec<_> = std::thread::scope(|s| {
+///     let handles: Vec<_> = (0..64).map(|_| s.spawn(|| sessions.increment())).collect();
+///     handles.into_iter().map(|h| h.join().unwrap()).collect()
+/// });
+/// // 64 threads counted; the memory is still one cell per CPU.
+/// assert_eq!(sessions.load(), 64);
+/// assert_eq!(sessions.cells(), livecount::PerCpu::new().cells());
+/// for token in tokens {
+///     sessions.decrement(token);
+/// }
+/// assert_eq!(sessions.load(), 0);
+/// println!("counting on {} cells via {}", sessions.cells(), sessions.cpu_source());
+/// ```
+pub struct PerCpu {
+    cells: Box<[CachePadded<Pair>]>,
+    /// CPU ids without a cell, and threads without a CPU id: locked adds only.
+    overflow: CachePadded<Pair>,
+    path: Path,
+    issuer: Issuer,
+}
+
+// A cell's stride is what the rseq sequence shifts the CPU id by.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(any(livecount_loom, livecount_shuttle))
+))]
+const _: () = assert!(size_of::<CachePadded<Pair>>() == 1 << cpu::rseq::CELL_SHIFT);
+
+impl fmt::Debug for PerCpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PerCpu")
+            .field("cells", &self.cells.len())
+            .field("source", &self.path.source())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PerCpu {
+    /// A counter with a cell for every CPU the machine has configured (not only those this
+    /// process may use now), through the fastest [`CpuSource`] available.
+    ///
+    /// ```
+    /// use livecount::PerCpu;
+    /// let sessions = PerCpu::new();
+    /// assert!(sessions.cells() >= std::thread::available_parallelism().unwrap().get());
+    /// ```
+    pub fn new() -> Self {
+        PerCpu::with_cpus(cpu::possible())
+    }
+
+    /// A counter with `cells` per-CPU cells (at least 1) through the fastest source; CPUs
+    /// with ids at or above `cells` share the overflow cell.
+    ///
+    /// ```
+    /// use livecount::{Counter, PerCpu};
+    /// let sessions = PerCpu::with_cpus(1);
+    /// let token = sessions.increment();
+    /// assert_eq!((sessions.cells(), sessions.load()), (1, 1));
+    /// sessions.decrement(token);
+    /// ```
+    pub fn with_cpus(cells: usize) -> Self {
+        PerCpu::build(cells, PerCpu::best_path())
+    }
+
+    /// A counter with `cells` cells (at least 1) through `source`, or why it cannot be used.
+    ///
+    /// ```
+    /// use livecount::{Counter, CpuSource, PerCpu};
+    /// let sessions = PerCpu::with_source(4, CpuSource::ThreadIndex).unwrap();
+    /// assert_eq!(sessions.cpu_source(), CpuSource::ThreadIndex);
+    /// # let token = sessions.increment();
+    /// # sessions.decrement(token);
+    /// ```
+    pub fn with_source(cells: usize, source: CpuSource) -> Result<Self, SourceUnavailable> {
+        let path = Path::of(source).ok_or(SourceUnavailable(source))?;
+        Ok(PerCpu::build(cells, path))
+    }
+
+    fn best_path() -> Path {
+        #[cfg(any(livecount_loom, livecount_shuttle))]
+        return Path::Model;
+        #[cfg(not(any(livecount_loom, livecount_shuttle)))]
+        CpuSource::ALL
+            .into_iter()
+            .find_map(Path::of)
+            .unwrap_or(Path::ThreadIndex)
+    }
+
+    fn build(cells: usize, path: Path) -> Self {
+        PerCpu {
+            cells: (0..cells.max(1))
+                .map(|_| CachePadded::new(Pair::new()))
+                .collect(),
+            overflow: CachePadded::new(Pair::new()),
+            path,
+            issuer: Issuer::new(),
+        }
+    }
+
+    /// The number of per-CPU cells (the overflow cell not included).
+    pub fn cells(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Where this counter's updates learn their CPU.
+    pub fn cpu_source(&self) -> CpuSource {
+        self.path.source()
+    }
+
+    /// The bytes this counter occupies: its cells, the overflow cell and itself. Independent
+    /// of how many threads count.
+    ///
+    /// ```
+    /// let sessions = livecount::PerCpu::with_cpus(8);
+    /// assert!(sessions.memory_bytes() >= 9 * 128);
+    /// ```
+    pub fn memory_bytes(&self) -> usize {
+        size_of::<PerCpu>() + self.cells.len() * size_of::<CachePadded<Pair>>()
+    }
+
+    /// A cell for CPU (or thread index) `cpu`, shared with other writers: locked adds only.
+    #[inline]
+    fn shared(&self, cpu: Option<usize>) -> &Pair {
+        match cpu.and_then(|cpu| self.cells.get(cpu)) {
+            Some(cell) => cell,
+            None => &self.overflow,
+        }
+    }
+
+    /// The rseq critical section inline (it is the hot path); every other source out of line,
+    /// since a `lock xadd` and a CPU-id call dwarf a call.
+    #[inline(always)]
+    fn bump(&self, half: Half) {
+        #[cfg(all(
+            target_arch = "x86_64",
+            target_os = "linux",
+            not(any(livecount_loom, livecount_shuttle))
+        ))]
+        if let Path::Rseq { offset } = self.path {
+            // Cell 0's `half`: the sequence adds `cpu << CELL_SHIFT` bytes to reach cell `cpu`.
+            let field = self.cells[0].half(half) as *const crate::sync::AtomicU64;
+            let limit = (self.cells.len() as u64) << cpu::rseq::CELL_SHIFT;
+            // SAFETY:
+            // - `offset` came from `rseq::offset()` (`Path::of`);
+            // - cells `0..len` are `CachePadded<Pair>` of exactly `1 << CELL_SHIFT` bytes
+            //   (asserted above), so for `cpu << CELL_SHIFT < limit` the address is cell
+            //   `cpu`'s `half`, an `AtomicU64` owned by `self`, which outlives the call;
+            // - a counter's path never changes, so with `Path::Rseq` nothing else writes
+            //   these cells: other CPUs only load them (reads), and updates the sequence
+            //   cannot take go to `overflow`.
+            //
+            // Ordering: on x86-64 every store has release semantics and the block is a
+            // compiler barrier (it may write memory), so an end's add is ordered after
+            // everything before it — the `Release` the other counters' ends use, which the
+            // read's `Acquire` of `ended` pairs with.
+            #[allow(unsafe_code)]
+            let added = unsafe { cpu::rseq::add_on_this_cpu(offset, field, limit) };
+            if !added {
+                self.bump_overflow(half);
+            }
+            return;
+        }
+        self.bump_located(half);
+    }
+
+    /// An update the critical section could not place: no rseq area on this thread, or a CPU
+    /// without a cell.
+    #[cold]
+    #[inline(never)]
+    fn bump_overflow(&self, half: Half) {
+        self.overflow.add(half);
+    }
+
+    /// The sources other than the critical section: find a CPU (or thread) id, then a locked
+    /// add on its cell, or on the overflow cell if it has none.
+    #[inline(never)]
+    fn bump_located(&self, half: Half) {
+        let at = match self.path {
+            #[cfg(all(
+                target_arch = "x86_64",
+                target_os = "linux",
+                not(any(livecount_loom, livecount_shuttle))
+            ))]
+            Path::Rseq { .. } => None,
+            #[cfg(all(
+                target_arch = "x86_64",
+                target_os = "linux",
+                not(any(livecount_loom, livecount_shuttle))
+            ))]
+            Path::RseqCpuId { offset } => Some(cpu::rseq::cpu_id(offset) as usize),
+            #[cfg(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle))))]
+            Path::SchedGetcpu => cpu::sched_getcpu(),
+            Path::ThreadIndex => thread_id::current().map(|index| index % self.cells.len()),
+            #[cfg(any(livecount_loom, livecount_shuttle))]
+            Path::Model => cpu::model::current(),
+        };
+        self.shared(at).add(half);
+    }
+
+    fn read(&self) -> Totals {
+        pair::read(|f| {
+            f(&self.overflow);
+            self.cells.iter().for_each(|cell| f(cell));
+        })
+    }
+}
+
+impl Default for PerCpu {
+    fn default() -> Self {
+        PerCpu::new()
+    }
+}
+
+impl Counter for PerCpu {
+    type Token = Token<PerCpu>;
+
+    #[inline]
+    fn increment(&self) -> Token<PerCpu> {
+        self.bump(Half::Started);
+        Token::new(&self.issuer)
+    }
+
+    #[inline]
+    fn decrement(&self, token: Token<PerCpu>) {
+        token.redeem(&self.issuer);
+        self.bump(Half::Ended);
+    }
+
+    #[inline]
+    fn load(&self) -> u64 {
+        self.read().active()
+    }
+
+    fn totals(&self) -> Option<Totals> {
+        Some(self.read())
+    }
+}
+
+#[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
+mod tests {
+    use super::*;
+
+    fn count_on(counter: &PerCpu, threads: usize, pairs: u64) {
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    for _ in 0..pairs {
+                        let token = counter.increment();
+                        counter.decrement(token);
+                    }
+                });
+            }
+        });
+    }
+
+    /// Every source this machine has counts exactly, with more threads than cells.
+    #[test]
+    fn every_available_source_counts_every_session_once() {
+        for source in CpuSource::ALL.into_iter().filter(|s| s.is_available()) {
+            let counter = PerCpu::with_source(2, source).unwrap();
+            count_on(&counter, 6, 20_000);
+            let open = counter.increment();
+            let expected = Totals {
+                started: 6 * 20_000 + 1,
+                ended: 6 * 20_000,
+            };
+            assert_eq!(counter.totals(), Some(expected), "{source}");
+            assert_eq!(counter.load(), 1, "{source}");
+            counter.decrement(open);
+        }
+    }
+
+    /// With one cell, a thread on any other CPU counts on the overflow cell, and the read
+    /// still counts it.
+    #[test]
+    fn cpus_without_a_cell_count_on_the_overflow_cell() {
+        for source in CpuSource::ALL.into_iter().filter(|s| s.is_available()) {
+            let counter = PerCpu::with_source(1, source).unwrap();
+            count_on(&counter, 4, 5_000);
+            assert_eq!(counter.totals().unwrap().started, 20_000, "{source}");
+            assert_eq!(counter.load(), 0);
+        }
+    }
+
+    #[test]
+    fn an_unavailable_source_says_why() {
+        let error = SourceUnavailable(CpuSource::Rseq).to_string();
+        assert!(error.contains("glibc.pthread.rseq=0"), "{error}");
+        assert!(CpuSource::best().is_available());
+        assert_eq!(CpuSource::best(), PerCpu::new().cpu_source());
+    }
+
+    #[test]
+    fn memory_is_one_cell_per_cpu_plus_overflow() {
+        let bytes = PerCpu::with_cpus(16).memory_bytes();
+        assert_eq!(
+            bytes,
+            size_of::<PerCpu>() + 16 * size_of::<CachePadded<Pair>>()
+        );
+        assert_eq!(PerCpu::with_cpus(0).cells(), 1);
+    }
+}
