@@ -19,6 +19,7 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput, measurement:
 use livecount_benches::alloc::CountingAlloc;
 use livecount_benches::contender::{self, Contender, Live, LiveName, Tracked, Visit};
 use livecount_benches::machine::{self, Machine};
+use livecount_benches::per_cpu_case::READ_AT_THREADS;
 use livecount_benches::plan::{self, Ctx, Mode, Plan, Point, VisitLifecycle};
 use livecount_benches::results::{self, Figure, Params};
 use livecount_benches::workload::{self, ReadStats, Reader};
@@ -108,7 +109,12 @@ fn main() {
         .measurement_time(Duration::from_secs(1))
         .sample_size(10)
         .configure_from_args();
-    for w in plan::WORKLOADS.iter().filter(|w| **w != "memory") {
+    // Memory and read-at-threads are measured by the summary, outside criterion: one is not
+    // timed, the other times reads with a thousand threads parked, set up once per contender.
+    for w in plan::WORKLOADS
+        .iter()
+        .filter(|w| !matches!(**w, "memory" | READ_AT_THREADS))
+    {
         let mut group = c.benchmark_group(*w);
         let mut suite = Suite {
             group: &mut group,
@@ -187,6 +193,27 @@ fn summary(plan: &Plan, params: Params) {
     let mut memory = Memory(&plan.memory, Vec::new());
     contender::for_each(&mut memory);
     figures.extend(memory.1);
+    struct Reads<'a>(&'a [usize], Vec<Figure>);
+    impl Visit for Reads<'_> {
+        fn visit<C: Contender>(&mut self) {
+            for &t in self.0 {
+                let window = Duration::from_millis(50);
+                match workload::read_at_threads(&C::new(t), t, window, 3) {
+                    Ok(ns) => self.1.push(Figure::from_samples(
+                        READ_AT_THREADS,
+                        C::NAME,
+                        &t.to_string(),
+                        results::READ_NS,
+                        ns,
+                    )),
+                    Err(e) => eprintln!("{READ_AT_THREADS} {} at {t} skipped: {e}", C::NAME),
+                }
+            }
+        }
+    }
+    let mut reads = Reads(&plan.read_threads, Vec::new());
+    contender::for_each(&mut reads);
+    figures.extend(reads.1);
     let command = format!(
         "LIVECOUNT_THREADS={} LIVECOUNT_READERS_HZ={} cargo bench{}",
         params.threads,
@@ -206,9 +233,10 @@ fn summary(plan: &Plan, params: Params) {
         figures,
     );
     println!(
-        "\n=== Ranking from criterion's median estimates ({} threads) ===\n\n{}\n{}\n\nTargets:\n{}",
+        "\n=== Ranking from criterion's median estimates ({} threads) ===\n\n{}\n{}\n{}\n\nTargets:\n{}",
         r.params.threads,
         report::table(&r.ranking, r.params.threads),
+        report::per_cpu_note(&r.machine),
         r.recommendation,
         report::targets(&r)
     );

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
-use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped};
+use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped};
 
 /// What a contender is, which decides whether the picker may recommend it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -61,6 +61,7 @@ pub trait Visit {
 pub fn for_each(v: &mut impl Visit) {
     v.visit::<Ceiling>();
     v.visit::<Live<PerThread>>();
+    v.visit::<Live<PerCpu>>();
     v.visit::<Live<Sharded>>();
     v.visit::<Live<Striped>>();
     v.visit::<Live<Single>>();
@@ -197,6 +198,7 @@ macro_rules! live_name {
 }
 
 live_name!(PerThread);
+live_name!(PerCpu);
 live_name!(Sharded);
 live_name!(Striped);
 live_name!(Single);
@@ -501,7 +503,7 @@ mod tests {
     fn every_contender_counts() {
         for_each(&mut Check);
         let names: Vec<_> = all().into_iter().map(|i| i.name).collect();
-        assert_eq!(names.len(), 12);
+        assert_eq!(names.len(), 13);
         assert_eq!(names[0], "ceiling");
     }
 }

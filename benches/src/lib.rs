@@ -11,7 +11,8 @@
 //!
 //! # Contenders
 //!
-//! Every `livecount` counter; `std`'s `AtomicI64` plain and cache-padded; `fast-counter`;
+//! Every `livecount` counter (`PerThread`, `PerCpu`, `Sharded`, `Striped`, `Single`, and the
+//! `Reference` oracle); `std`'s `AtomicI64` plain and cache-padded; `fast-counter`;
 //! `contatori`'s `Signed`; `prometheus::IntGauge`; and the `metrics::Gauge` handle that
 //! `metrics-exporter-prometheus` hands out (an `Arc<AtomicU64>` of `f64` bits updated by
 //! `metrics`' own `GaugeFn for AtomicU64` CAS loop: built here exactly as the exporter builds
@@ -20,9 +21,16 @@
 //!
 //! # Workloads
 //!
-//! threads, handoff, tasks (tokio), read under write, lifecycle (`livecount-session` vs the
-//! bare counter), churn and memory; see [`workload`]. Numbers are ballpark and belong to the
-//! machine they were measured on.
+//! threads, handoff, tasks (tokio), read under write, read at threads (one reader timing
+//! loads while a thousand threads that each counted are parked alive), lifecycle
+//! (`livecount-session` vs the bare counter), churn and memory; see [`workload`]. Numbers are
+//! ballpark and belong to the machine they were measured on.
+//!
+//! # Recommendation
+//!
+//! The fastest qualifying counter at the described thread count, except that `PerCpu` is
+//! recommended, with the reasons, for a service with at least 4 threads per core or a byte
+//! limit `PerThread` exceeds and `PerCpu` meets; see [`per_cpu_case`].
 //!
 //! # Results
 //!
@@ -39,6 +47,7 @@ pub mod alloc;
 pub mod contender;
 pub mod estimates;
 pub mod machine;
+pub mod per_cpu_case;
 pub mod picker;
 pub mod plan;
 pub mod plot;

@@ -17,6 +17,33 @@ pub struct Machine {
     pub commit: String,
     /// UTC date and time of the run, ISO 8601.
     pub date: String,
+    /// How `livecount::PerCpu` counts here, which its figures depend on (`None` in results
+    /// from before it existed).
+    #[serde(default)]
+    pub per_cpu: Option<PerCpuSetup>,
+}
+
+/// What `livecount::PerCpu::new()` chose on this machine.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PerCpuSetup {
+    /// Where its updates learn their CPU: `livecount::CpuSource::name`.
+    pub source: String,
+    /// Per-CPU cells (configured CPUs), besides the overflow cell.
+    pub cells: usize,
+    /// `PerCpu::memory_bytes()`: the size the memory workload should measure.
+    pub bytes: usize,
+}
+
+impl PerCpuSetup {
+    /// What a fresh `PerCpu` chose in this process.
+    pub fn detect() -> PerCpuSetup {
+        let counter = livecount::PerCpu::new();
+        PerCpuSetup {
+            source: counter.cpu_source().name().to_owned(),
+            cells: counter.cells(),
+            bytes: counter.memory_bytes(),
+        }
+    }
 }
 
 impl Machine {
@@ -32,6 +59,7 @@ impl Machine {
             rustc: livecount_provenance::rustc(),
             commit: livecount_provenance::commit(),
             date: livecount_provenance::iso_date(SystemTime::now()),
+            per_cpu: Some(PerCpuSetup::detect()),
         }
     }
 }
@@ -59,5 +87,8 @@ mod tests {
         );
         assert_eq!(m.date.len(), "2026-11-30T15:08:12Z".len(), "{}", m.date);
         assert!(m.date.ends_with('Z'));
+        let per_cpu = m.per_cpu.expect("detected");
+        assert!(per_cpu.cells >= m.cores, "{per_cpu:?}");
+        assert!(per_cpu.bytes >= 128 * (per_cpu.cells + 1), "{per_cpu:?}");
     }
 }

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::contender::{self, Contender, Live, LiveName, SlabFloor, Tracked, Visit};
 use crate::machine::{self, Machine};
+use crate::per_cpu_case::{PerCpuCase, READ_AT_THREADS};
 use crate::plan::{self, Ctx, Mode, Plan, Point, VisitLifecycle};
 use crate::rank;
 use crate::report;
@@ -196,8 +197,9 @@ pub fn main_with(opts: &Options) -> Result<String, String> {
     write(&results, &dir)?;
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut out = format!(
-        "{}\n{}\n\nTargets:\n{}\nWrote {}\n",
+        "{}\n{}\n{}\n\nTargets:\n{}\nWrote {}\n",
         report::table(&results.ranking, results.params.threads),
+        report::per_cpu_note(&results.machine),
         results.recommendation,
         report::targets(&results),
         dir.display()
@@ -249,17 +251,19 @@ pub fn measure(opts: &Options) -> Results {
     let cores = machine::cores();
     let plan = Plan::new(opts.mode, cores, opts.threads, opts.reader());
     let contenders = contender::all();
-    // Bare and tracked, for each of the four counters; plus the slab floor on threads.
-    let lifecycle_runs = 2 * 4 * plan.points("lifecycle").len() + plan.lifecycle.len();
+    // Bare and tracked, for each counter; plus the slab floor on threads.
+    let lifecycle_runs =
+        2 * plan::lifecycle_counters() * plan.points("lifecycle").len() + plan.lifecycle.len();
     let timed_points: usize = plan::WORKLOADS
         .iter()
-        .filter(|w| !matches!(**w, "lifecycle" | "memory"))
+        .filter(|w| !matches!(**w, "lifecycle" | "memory" | READ_AT_THREADS))
         .map(|w| plan.points(w).len() * contenders.len())
         .sum::<usize>()
         + lifecycle_runs;
-    let memory_points = plan.memory.len() * contenders.len();
+    // Memory and read-at-threads: one point per thread count and contender.
+    let counted_points = (plan.memory.len() + plan.read_threads.len()) * contenders.len();
     let pb = if opts.progress {
-        ProgressBar::new((timed_points + memory_points) as u64)
+        ProgressBar::new((timed_points + counted_points) as u64)
     } else {
         ProgressBar::hidden()
     };
@@ -274,7 +278,7 @@ pub fn measure(opts: &Options) -> Results {
         // The budget covers setup too (spawning 100 000 tasks, 256-thread memory runs): each
         // point gets an equal share of what is left, so slow setups shrink the rest.
         deadline: Instant::now() + opts.budget.mul_f64(0.95),
-        remaining: timed_points + memory_points,
+        remaining: timed_points + counted_points,
         reps: opts.reps,
         figures: Vec::new(),
         pb: &pb,
@@ -322,8 +326,9 @@ pub fn conclude(
     figures: Vec<Figure>,
 ) -> Results {
     let ranking = rank::rank(&figures, &contenders, &params);
-    let recommendation = rank::recommend(&ranking, &params);
-    let targets = rank::targets(&figures, &contenders);
+    let per_cpu = PerCpuCase::detect(&figures, &ranking, &params, machine.cores);
+    let recommendation = rank::recommend(&ranking, &params, per_cpu.as_ref());
+    let targets = rank::targets(&figures, &contenders, machine.cores);
     Results {
         source: source.into(),
         machine,
@@ -466,27 +471,55 @@ impl Sweeper<'_> {
     }
 }
 
+impl Sweeper<'_> {
+    /// The memory workload: `reps` measurements at each thread count, untimed.
+    fn memory<C: Contender>(&mut self) {
+        for &t in &self.plan.memory.clone() {
+            self.pb.set_message(format!("memory {} {t}", C::NAME));
+            let v: Vec<f64> = (0..self.reps)
+                .filter_map(|_| crate::workload::memory::<C>(t))
+                .map(|b| b as f64)
+                .collect();
+            if !v.is_empty() {
+                let p = t.to_string();
+                let f = Figure::from_samples("memory", C::NAME, &p, results::BYTES, v);
+                self.figures.push(f);
+            }
+            self.done_point();
+        }
+    }
+
+    /// The read-at-threads workload: the threads are spawned once per point, and the point's
+    /// share of the budget is split between a pilot and `reps` timed windows of reads.
+    fn read_at_threads<C: Contender>(&mut self) {
+        for &t in &self.plan.read_threads.clone() {
+            self.pb
+                .set_message(format!("{READ_AT_THREADS} {} {t}", C::NAME));
+            let window = self.share() / (self.reps as u32 + 1);
+            let c = C::new(t);
+            match crate::workload::read_at_threads(&c, t, window, self.reps) {
+                Ok(ns) => {
+                    let p = t.to_string();
+                    let f =
+                        Figure::from_samples(READ_AT_THREADS, C::NAME, &p, results::READ_NS, ns);
+                    self.figures.push(f);
+                }
+                Err(e) => self.pb.println(format!(
+                    "{READ_AT_THREADS} {} at {t} threads skipped: {e}",
+                    C::NAME
+                )),
+            }
+            self.done_point();
+        }
+    }
+}
+
 impl Visit for Sweeper<'_> {
     fn visit<C: Contender>(&mut self) {
-        if self.workload == "memory" {
-            for &t in &self.plan.memory.clone() {
-                self.pb.set_message(format!("memory {} {t}", C::NAME));
-                let v: Vec<f64> = (0..self.reps)
-                    .filter_map(|_| crate::workload::memory::<C>(t))
-                    .map(|b| b as f64)
-                    .collect();
-                if !v.is_empty() {
-                    self.figures.push(Figure::from_samples(
-                        "memory",
-                        C::NAME,
-                        &t.to_string(),
-                        results::BYTES,
-                        v,
-                    ));
-                }
-                self.done_point();
-            }
-            return;
+        match self.workload {
+            "memory" => return self.memory::<C>(),
+            READ_AT_THREADS => return self.read_at_threads::<C>(),
+            _ => {}
         }
         for point in self.plan.points(self.workload) {
             self.pb

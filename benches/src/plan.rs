@@ -7,11 +7,12 @@ use crate::contender::{Contender, LiveName};
 use crate::workload::{self, BATCH, Reader, Sample};
 
 /// Workload names, in report order.
-pub const WORKLOADS: [&str; 7] = [
+pub const WORKLOADS: [&str; 8] = [
     "threads",
     "handoff",
     "tasks",
     "read_under_write",
+    "read_at_threads",
     "lifecycle",
     "churn",
     "memory",
@@ -19,6 +20,18 @@ pub const WORKLOADS: [&str; 7] = [
 
 /// Pairs each churn thread does before it exits.
 pub const CHURN_PAIRS: u64 = 1_000;
+
+/// Thread counts of the memory workload in every sweep (the user's is added).
+pub const MEMORY_THREADS: [usize; 4] = [1, 2, 16, 256];
+
+/// Live threads of the read-at-threads workload in every sweep: a thread-per-connection
+/// service or a large blocking pool, where a counter with a cell per thread walks 1 000 cells.
+pub const READ_THREADS: usize = 1_000;
+
+/// Threads per core from which a service counts as having many more threads than cores: the
+/// plan then also measures reads at its thread count, and the picker recommends `PerCpu`
+/// (see [`crate::per_cpu_case`] for why 4).
+pub const MANY_THREADS_PER_CORE: usize = 4;
 
 /// How much to sweep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -124,6 +137,8 @@ pub struct Plan {
     pub churn: Vec<usize>,
     /// memory workload: thread counts.
     pub memory: Vec<usize>,
+    /// read-at-threads workload: live thread counts.
+    pub read_threads: Vec<usize>,
 }
 
 impl Plan {
@@ -152,6 +167,13 @@ impl Plan {
             ],
         };
         readers.push(user_reader);
+        let mut read_threads = vec![READ_THREADS];
+        if mode == Mode::Full {
+            read_threads.push(256);
+        }
+        if user_threads >= MANY_THREADS_PER_CORE * cores {
+            read_threads.push(user_threads);
+        }
         Plan {
             user_threads,
             user_reader,
@@ -170,7 +192,8 @@ impl Plan {
             writers: cores.max(2),
             lifecycle: sorted(vec![1, 2, user_threads.min(2 * cores)]),
             churn: sorted(vec![cores.max(2)]),
-            memory: sorted(vec![1, 2, 16, 256, user_threads]),
+            memory: sorted(MEMORY_THREADS.into_iter().chain([user_threads]).collect()),
+            read_threads: sorted(read_threads),
         }
     }
 
@@ -270,7 +293,43 @@ pub trait VisitLifecycle {
 /// Visits every production livecount counter for the lifecycle workload.
 pub fn for_each_lifecycle(v: &mut impl VisitLifecycle) {
     v.visit::<livecount::PerThread>();
+    v.visit::<livecount::PerCpu>();
     v.visit::<livecount::Sharded>();
     v.visit::<livecount::Striped>();
     v.visit::<livecount::Single>();
+}
+
+/// How many counters [`for_each_lifecycle`] visits.
+pub fn lifecycle_counters() -> usize {
+    struct Count(usize);
+    impl VisitLifecycle for Count {
+        fn visit<C: LiveName>(&mut self) {
+            self.0 += 1;
+        }
+    }
+    let mut count = Count(0);
+    for_each_lifecycle(&mut count);
+    count.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads are timed at 1 000 threads always, at the user's count too once it is many per
+    /// core; memory at 1, 2, 16, 256 and the user's count.
+    #[test]
+    fn many_threads_add_a_read_point() {
+        let plan = Plan::new(Mode::Quick, 2, 2, Reader::Hz(10));
+        assert_eq!(plan.read_threads, [READ_THREADS]);
+        assert_eq!(plan.memory, [1, 2, 16, 256]);
+        let plan = Plan::new(Mode::Quick, 2, 7, Reader::Hz(10));
+        assert_eq!(plan.read_threads, [READ_THREADS]);
+        let plan = Plan::new(Mode::Quick, 2, 8, Reader::Hz(10));
+        assert_eq!(plan.read_threads, [8, READ_THREADS]);
+        assert_eq!(plan.memory, [1, 2, 8, 16, 256]);
+        let plan = Plan::new(Mode::Full, 2, 4096, Reader::Hz(10));
+        assert_eq!(plan.read_threads, [256, READ_THREADS, 4096]);
+        assert_eq!(lifecycle_counters(), 5);
+    }
 }

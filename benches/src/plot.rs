@@ -10,7 +10,7 @@ use crate::results::{MAX_READ, MIN_READ, PAIRS_PER_S, Results, TRUE_MAX};
 
 type Error = Box<dyn std::error::Error>;
 
-const COLORS: [RGBColor; 12] = [
+const COLORS: [RGBColor; 13] = [
     RGBColor(0, 0, 0),
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
@@ -23,6 +23,7 @@ const COLORS: [RGBColor; 12] = [
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
     RGBColor(100, 100, 255),
+    RGBColor(0, 128, 128),
 ];
 
 /// Writes `throughput.svg` and `reader.svg` into `dir`.

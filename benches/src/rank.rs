@@ -2,6 +2,7 @@
 //! picker (own repetitions) and `cargo bench` (criterion estimates) conclude the same way.
 
 use crate::contender::{Info, Kind};
+use crate::per_cpu_case::{PER_CPU, PerCpuCase};
 use crate::results::{BYTES, Figure, MIN_READ, PAIRS_PER_S, Params, READ_NS, TRUE_MAX, find};
 use crate::workload::Reader;
 
@@ -125,8 +126,9 @@ pub fn rank(figures: &[Figure], contenders: &[Info], params: &Params) -> Vec<Row
     rows
 }
 
-/// The one-paragraph recommendation for the workload described by `params`.
-pub fn recommend(rows: &[Row], params: &Params) -> String {
+/// The one-paragraph recommendation for the workload described by `params`: the fastest
+/// qualifying counter, or `PerCpu` with its reasons when `per_cpu` makes a case for it.
+pub fn recommend(rows: &[Row], params: &Params, per_cpu: Option<&PerCpuCase>) -> String {
     let reader = match params.readers_hz {
         0 => "a reader polling continuously".to_owned(),
         hz => format!("a reader polling at {hz} Hz"),
@@ -134,13 +136,18 @@ pub fn recommend(rows: &[Row], params: &Params) -> String {
     let limit = params.max_bytes_per_counter.map_or(String::new(), |b| {
         format!(" and at most {b} bytes per counter")
     });
-    let mut ranked = rows.iter().filter(|r| r.rank.is_some());
-    let Some(best) = ranked.next() else {
+    let ranked: Vec<&Row> = rows.iter().filter(|r| r.rank.is_some()).collect();
+    let Some(&fastest) = ranked.first() else {
         return format!(
             "No contender qualifies for {} writer threads with {reader}{limit}: every one was excluded \
              (see the table). Relax --max-bytes-per-counter or check the measurements.",
             params.threads
         );
+    };
+    let chosen = per_cpu.and_then(|case| Some((case, *ranked.iter().find(|r| r.name == PER_CPU)?)));
+    let (best, why) = match chosen {
+        Some((case, row)) => (row, format!("{}. It", case.why())),
+        None => (fastest, "it".to_owned()),
     };
     let read = best.read_ns.map_or(String::new(), |ns| {
         let hz = if params.readers_hz == 0 {
@@ -159,13 +166,22 @@ pub fn recommend(rows: &[Row], params: &Params) -> String {
             params.threads
         )
     });
-    let runner = ranked.next().map_or(String::new(), |r| {
+    let runner = if best.name != fastest.name {
         format!(
-            " Runner-up: `{}` at {:.0}% of that throughput.",
-            r.import,
-            100.0 * r.throughput / best.throughput
+            " Throughput alone ranks `{}` first: `{}` did {:.0}% of its pairs/s.",
+            fastest.import,
+            best.name,
+            100.0 * best.throughput / fastest.throughput
         )
-    });
+    } else {
+        ranked.get(1).map_or(String::new(), |r| {
+            format!(
+                " Runner-up: `{}` at {:.0}% of that throughput.",
+                r.import,
+                100.0 * r.throughput / best.throughput
+            )
+        })
+    };
     let unsafe_reads: Vec<&str> = rows
         .iter()
         .filter(|r| r.excluded.as_deref() == Some("read below 0"))
@@ -181,7 +197,7 @@ pub fn recommend(rows: &[Row], params: &Params) -> String {
         )
     };
     format!(
-        "For {} writer threads starting and ending sessions with {reader}{limit}, import `{}`: it \
+        "For {} writer threads starting and ending sessions with {reader}{limit}, import `{}`: {why} \
          sustained {} start+end pairs/s (±{:.0}%), {:.0}% of the ceiling and {:.1}× `AtomicI64`, and \
          no reader ever saw it below {}.{read}{bytes}{runner}{negative}",
         params.threads,
@@ -252,8 +268,8 @@ fn slab_floor(figures: &[Figure], atomic_1: f64, atomic_2: f64) -> String {
     }
 }
 
-/// Evaluates the targets on `figures`.
-pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
+/// Evaluates the targets on `figures`, measured on a machine with `cores` cores.
+pub fn targets(figures: &[Figure], contenders: &[Info], cores: usize) -> Vec<Target> {
     let at = |name: &str, t: &str| find(figures, "threads", name, t, PAIRS_PER_S).map(|f| f.median);
     let mut out = Vec::new();
     // 1. Two threads.
@@ -387,10 +403,13 @@ pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
             met: Some(pairs.iter().all(|(_, r)| *r >= 1.0)),
         }
     });
+    // 7–9. PerCpu against PerThread.
+    out.extend(crate::per_cpu_case::targets(figures, cores));
     out
 }
 
-fn missing(goal: &str) -> Target {
+/// A target this run has no figures for.
+pub(crate) fn missing(goal: &str) -> Target {
     Target {
         goal: goal.into(),
         measured: "not measured in this run".into(),
@@ -508,7 +527,7 @@ mod tests {
     fn recommendation_names_the_import_and_the_reasons() {
         let (contenders, figures) = world();
         let p = params(Some(4096));
-        let text = recommend(&rank(&figures, &contenders, &p), &p);
+        let text = recommend(&rank(&figures, &contenders, &p), &p, None);
         assert!(text.contains("import `crate::Fast`"), "{text}");
         assert!(
             text.contains("75% of the ceiling") && text.contains("10.0× `AtomicI64`"),
@@ -516,14 +535,14 @@ mod tests {
         );
         assert!(text.contains("Runner-up: `crate::fast-counter`"), "{text}");
         assert!(text.contains("Neg read below 0"), "{text}");
-        let none = recommend(&rank(&figures, &contenders[..1], &p), &p);
+        let none = recommend(&rank(&figures, &contenders[..1], &p), &p, None);
         assert!(none.starts_with("No contender qualifies"), "{none}");
     }
 
     #[test]
     fn targets_are_judged_from_figures() {
         let (contenders, figures) = world();
-        let t = targets(&figures, &contenders);
+        let t = targets(&figures, &contenders, 2);
         // Big: 350/30 = 11.7× AtomicI64, 3.5× fast-counter, 87.5% of ceiling.
         assert_eq!(t[0].met, Some(true), "{:?}", t[0]);
         // 30/350 = 0.09 ≤ 0.6.
@@ -543,7 +562,7 @@ mod tests {
         worse.retain(|f| !(f.contender == "Fast" && f.metric == MIN_READ));
         worse.push(fig("read_under_write", "Fast", "10Hz", MIN_READ, -1.0));
         worse.retain(|f| f.contender != "Big");
-        let t = targets(&worse, &contenders);
+        let t = targets(&worse, &contenders, 2);
         assert_eq!(
             (t[2].met, t[3].met, t[4].met, t[5].met),
             (Some(false), Some(false), Some(false), Some(false))
@@ -552,6 +571,6 @@ mod tests {
         assert!(t[3].measured.contains("= 3.0×"), "{}", t[3].measured);
         // Fast 300 of 400: 75 %.
         assert!(t[4].measured.contains("75%"), "{}", t[4].measured);
-        assert_eq!(targets(&[], &contenders)[0].met, None);
+        assert_eq!(targets(&[], &contenders, 2)[0].met, None);
     }
 }

@@ -2,8 +2,10 @@
 
 use std::fmt::Write as _;
 
+use crate::machine::Machine;
+use crate::per_cpu_case::READ_AT_THREADS;
 use crate::rank::{Row, si};
-use crate::results::{Figure, PAIRS_PER_S, Results};
+use crate::results::{Figure, PAIRS_PER_S, READ_NS, Results};
 
 /// The ranked table as Markdown (it reads fine in a terminal too).
 pub fn table(rows: &[Row], threads: usize) -> String {
@@ -29,6 +31,18 @@ pub fn table(rows: &[Row], threads: usize) -> String {
         );
     }
     s
+}
+
+/// How `PerCpu` counted on the machine, which its figures depend on: one line, or `""` for
+/// results from before it existed.
+pub fn per_cpu_note(m: &Machine) -> String {
+    m.per_cpu.as_ref().map_or(String::new(), |p| {
+        format!(
+            "PerCpu here: CPU ids from {} (`livecount::CpuSource`), {} per-CPU cells + 1 overflow \
+             = {} bytes per counter; its figures depend on both.",
+            p.source, p.cells, p.bytes
+        )
+    })
 }
 
 /// The targets as a Markdown list.
@@ -114,6 +128,9 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "Rust: {}  ", m.rustc);
     let _ = writeln!(s, "Commit: {}  ", m.commit);
     let _ = writeln!(s, "Date: {}  ", m.date);
+    if m.per_cpu.is_some() {
+        let _ = writeln!(s, "{}  ", per_cpu_note(m));
+    }
     let _ = writeln!(s, "Source: {}\n", r.source);
     let _ = writeln!(s, "Reproduce: `{}`\n", r.command);
     let _ = writeln!(
@@ -160,6 +177,7 @@ pub fn markdown(r: &Results) -> String {
     ] {
         s += &workload_table(&r.figures, "read_under_write", metric, plain);
     }
+    s += &workload_table(&r.figures, READ_AT_THREADS, READ_NS, |v| format!("{v:.1}"));
     s += &workload_table(&r.figures, "memory", "bytes", plain);
     let _ = writeln!(
         s,
@@ -167,7 +185,9 @@ pub fn markdown(r: &Results) -> String {
          producers start sessions and send them in batches of 64 over a bounded channel to consumers that \
          end them; **tasks** — K tokio tasks each looping start → yield_now → end; **read_under_write** — \
          writers in a ring hand half their sessions to a neighbour while one reader reads at the given pace; \
-         min/max are what it saw, the true value is always within 0..=true_max; **lifecycle** — \
+         min/max are what it saw, the true value is always within 0..=true_max; **read_at_threads** — \
+         T threads (64 KiB stacks) each start a session and park alive while one thread times \
+         back-to-back reads, ns per read; **lifecycle** — \
          `SessionTracker::start` + `end(Completed)` vs the bare counter; **churn** — waves of short-lived \
          threads ({} pairs each); **memory** — inline + heap bytes after T threads each held a session.",
         crate::plan::CHURN_PAIRS

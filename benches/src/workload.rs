@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, TrySendError};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -364,6 +364,124 @@ pub fn churn<C: Contender>(c: &C, threads: usize, generations: u64, per_thread: 
     }
 }
 
+/// Stack size of each parked thread of [`read_at_threads`]: it counts once and waits, and a
+/// thousand default 2 MiB stacks would reserve 2 GiB.
+pub const PARKED_STACK: usize = 64 * 1024;
+
+/// **read at threads**: `threads` threads (with [`PARKED_STACK`] stacks) each start a session
+/// on `c` and park, alive and holding it, so a counter with a cell per thread has `threads`
+/// cells in use; meanwhile this thread times `reps` windows of about `window` of back-to-back
+/// reads (a pilot sizes them), then releases the threads, which end their sessions, and joins
+/// them. Returns each window's nanoseconds per read, or why the threads could not be spawned.
+///
+/// Only the reads are timed, and every one must see exactly `threads`: nothing writes while
+/// they run.
+pub fn read_at_threads<C: Contender>(
+    c: &C,
+    threads: usize,
+    window: Duration,
+    reps: usize,
+) -> Result<Vec<f64>, String> {
+    let gate = Gate::default();
+    thread::scope(|s| {
+        // Opens the gate however this closure ends (a failed spawn, a failed read check), so
+        // the scope can join every parked thread instead of waiting for them forever.
+        let _open = Opener(&gate);
+        for spawned in 0..threads {
+            let parked = thread::Builder::new()
+                .name("parked".into())
+                .stack_size(PARKED_STACK)
+                .spawn_scoped(s, || {
+                    let local = c.local();
+                    let token = c.start(&local);
+                    gate.arrive_and_wait();
+                    c.end(&local, token);
+                });
+            if let Err(e) = parked {
+                return Err(format!("spawned {spawned} of {threads} threads, then: {e}"));
+            }
+        }
+        gate.wait_for(threads);
+        Ok(time_reads(c, threads as i64, window, reps))
+    })
+}
+
+/// `reps` windows of about `window` each of back-to-back reads of `c`, which must all be
+/// `expect`: nanoseconds per read of each.
+fn time_reads<C: Contender>(c: &C, expect: i64, window: Duration, reps: usize) -> Vec<f64> {
+    let timed = |reads: u64| {
+        let mut wrong = 0u64;
+        let t0 = Instant::now();
+        for _ in 0..reads {
+            wrong += u64::from(black_box(black_box(c).read()) != expect);
+        }
+        let elapsed = t0.elapsed();
+        assert_eq!(
+            wrong,
+            0,
+            "{} read other than {expect} with {expect} sessions open and no writer",
+            C::NAME
+        );
+        elapsed
+    };
+    let mut reads = 1u64;
+    let pilot = loop {
+        let elapsed = timed(reads);
+        if elapsed >= window / 8 || reads >= 1 << 40 {
+            break elapsed;
+        }
+        reads *= 8;
+    };
+    let scale = window.as_secs_f64() / pilot.as_secs_f64().max(1e-9);
+    let reads = ((reads as f64 * scale) as u64).max(1);
+    (0..reps)
+        .map(|_| timed(reads).as_nanos() as f64 / reads as f64)
+        .collect()
+}
+
+/// Where [`read_at_threads`]' threads park: how many have arrived, and whether it is open.
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn arrive_and_wait(&self) {
+        let mut state = self.state.lock().expect("unpoisoned");
+        state.0 += 1;
+        self.changed.notify_all();
+        while !state.1 {
+            state = self.changed.wait(state).expect("unpoisoned");
+        }
+    }
+
+    /// Returns once `n` threads have arrived: the mutex orders their sessions' starts before
+    /// whatever the caller does next.
+    fn wait_for(&self, n: usize) {
+        let mut state = self.state.lock().expect("unpoisoned");
+        while state.0 < n {
+            state = self.changed.wait(state).expect("unpoisoned");
+        }
+    }
+
+    fn open(&self) {
+        // A poisoned gate still opens: its threads must be released to be joined.
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1 = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Opens its gate when dropped.
+struct Opener<'a>(&'a Gate);
+
+impl Drop for Opener<'_> {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 /// **memory**: heap + inline bytes of a fresh `C` after `threads` threads each started a
 /// session at the same time and ended it, or `None` if the binary did not install
 /// [`CountingAlloc`](crate::alloc::CountingAlloc).
@@ -393,7 +511,7 @@ pub fn memory<C: Contender>(threads: usize) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::contender::{Ceiling, FastCounter, Live};
-    use livecount::PerThread;
+    use livecount::{PerCpu, PerThread};
 
     #[test]
     fn workloads_count_and_end_every_session() {
@@ -415,5 +533,19 @@ mod tests {
         let f = FastCounter::new(1);
         read_under_write(&f, 2, 20, Reader::Hz(1000));
         assert_eq!(f.read(), 0);
+    }
+
+    /// Every parked thread counted (each read checks it), and every one was joined after
+    /// ending its session.
+    #[test]
+    fn reads_at_parked_threads_see_every_thread() {
+        let c = Live::<PerThread>::new(0);
+        let ns = read_at_threads(&c, 64, Duration::from_millis(2), 3).unwrap();
+        assert_eq!(ns.len(), 3);
+        assert!(ns.iter().all(|&ns| ns > 0.0), "{ns:?}");
+        assert_eq!(c.read(), 0);
+        let p = Live::<PerCpu>::new(0);
+        read_at_threads(&p, 64, Duration::from_millis(2), 1).unwrap();
+        assert_eq!(p.read(), 0);
     }
 }

@@ -72,10 +72,13 @@ fn quick_run_writes_every_contender_and_workload() {
         results.figures.iter().all(|f| f.samples.len() >= 3),
         "every point is repeated 3 times"
     );
-    assert_eq!(results.targets.len(), 6);
+    assert_eq!(results.targets.len(), 9);
+    per_cpu_is_measured_as_it_is(&results);
     let report = std::fs::read_to_string(dir.join("REPORT.md")).unwrap();
     for line in [
         "Machine: ",
+        "PerCpu here: CPU ids from ",
+        "| read_at_threads / read_ns | 1000 |",
         "Rust: ",
         "Commit: ",
         "Reproduce: `cargo run --release -- --quick",
@@ -106,6 +109,44 @@ fn quick_run_writes_every_contender_and_workload() {
     );
     assert!(!table.contains("REGRESSION"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The counting allocator sees `PerCpu`'s cells: the memory workload measures exactly what
+/// `memory_bytes()` says, at every thread count; and its reads were timed with 1 000 threads
+/// alive, next to `PerThread`'s.
+fn per_cpu_is_measured_as_it_is(results: &Results) {
+    let setup = results
+        .machine
+        .per_cpu
+        .as_ref()
+        .expect("a fresh run describes PerCpu");
+    assert_eq!(setup.bytes, livecount::PerCpu::new().memory_bytes());
+    let memory: Vec<_> = results
+        .figures
+        .iter()
+        .filter(|f| f.workload == "memory" && f.contender == "PerCpu")
+        .collect();
+    assert!(memory.len() >= 4, "{memory:?}");
+    for f in memory {
+        assert!(
+            f.samples.iter().all(|&b| b == setup.bytes as f64),
+            "PerCpu at {} threads: {:?} bytes, memory_bytes() {}",
+            f.param,
+            f.samples,
+            setup.bytes
+        );
+    }
+    for name in ["PerCpu", "PerThread"] {
+        assert!(
+            results
+                .figures
+                .iter()
+                .any(|f| f.workload == "read_at_threads"
+                    && f.contender == name
+                    && f.param == "1000"),
+            "no read at 1000 threads for {name}"
+        );
+    }
 }
 
 #[test]
