@@ -34,8 +34,7 @@ fn configured() -> usize {
     1
 }
 
-/// The CPU the calling thread runs on per `sched_getcpu()`, or `None` where there is no such
-/// call or it failed.
+/// The CPU the calling thread runs on per `sched_getcpu()`, or `None` if it failed.
 #[cfg(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle))))]
 #[inline]
 pub(crate) fn sched_getcpu() -> Option<usize> {
@@ -43,12 +42,6 @@ pub(crate) fn sched_getcpu() -> Option<usize> {
     #[allow(unsafe_code)]
     let cpu = unsafe { libc::sched_getcpu() };
     usize::try_from(cpu).ok()
-}
-
-#[cfg(not(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle)))))]
-#[inline]
-pub(crate) fn sched_getcpu() -> Option<usize> {
-    None
 }
 
 /// The registered rseq area and the critical section, on x86-64 Linux with glibc.

@@ -485,6 +485,11 @@ impl PerCpu {
 
     /// An update the critical section could not place: no rseq area on this thread, or a CPU
     /// without a cell.
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_os = "linux",
+        not(any(livecount_loom, livecount_shuttle))
+    ))]
     #[cold]
     #[inline(never)]
     fn bump_overflow(&self, half: Half) {
