@@ -133,8 +133,10 @@ fn a_token_debugs_as_its_name() {
 
 /// Under contention `Striped` doubles its stripes on collisions until the cap, and never
 /// past it: every count observed on the way is a power of two within the cap, the cap is
-/// reached (16 stripes, 8 threads: collisions keep coming until the threads are spread), and
-/// half a second more of contention at the cap does not take it further.
+/// reached (16 stripes, 32 threads: more threads than the cap, so two threads always share
+/// a stripe and collisions keep coming at every count below it — with 8 threads they could
+/// spread over 8 stripes and stop colliding, which a mutation-testing baseline once hit),
+/// and half a second more of contention at the cap does not take it further.
 #[test]
 fn contention_grows_the_stripes_to_the_cap_and_no_further() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -143,7 +145,7 @@ fn contention_grows_the_stripes_to_the_cap_and_no_further() {
     let stop = AtomicBool::new(false);
     let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
     std::thread::scope(|s| {
-        for _ in 0..8 {
+        for _ in 0..32 {
             s.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
                     for _ in 0..1_000 {
