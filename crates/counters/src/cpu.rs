@@ -289,6 +289,64 @@ mod tests {
         assert!(cpu < possible(), "CPU {cpu} of {}", possible());
     }
 
+    /// The CPUs this process may run on.
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    fn allowed() -> Vec<usize> {
+        // SAFETY: a zeroed `cpu_set_t` is a valid empty bit array; the call fills it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set),
+                0
+            );
+            (0..libc::CPU_SETSIZE as usize)
+                .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+                .collect()
+        }
+    }
+
+    /// Runs `check(cpu)` on a thread pinned to each allowed CPU in turn.
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    fn on_each_cpu(check: impl Fn(usize) + Sync) {
+        for cpu in allowed() {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    // SAFETY: as in `allowed`: a bit array with one bit set, read by the call.
+                    unsafe {
+                        let mut set: libc::cpu_set_t = std::mem::zeroed();
+                        libc::CPU_SET(cpu, &mut set);
+                        assert_eq!(
+                            libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set),
+                            0
+                        );
+                    }
+                    check(cpu);
+                });
+            });
+        }
+    }
+
+    /// Pinned to a CPU, a thread is told that CPU (not, say, always CPU 0, which would
+    /// still count exactly but put every update on one cell).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn sched_getcpu_names_the_cpu_a_pinned_thread_runs_on() {
+        on_each_cpu(|cpu| assert_eq!(sched_getcpu(), Some(cpu)));
+    }
+
+    /// The same for the CPU id read from the rseq area.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_rseq_cpu_id_names_the_cpu_a_pinned_thread_runs_on() {
+        let Some(offset) = rseq::offset() else {
+            eprintln!("NOTE: no rseq area registered by glibc here; nothing to compare");
+            return;
+        };
+        on_each_cpu(|cpu| assert_eq!(rseq::cpu_id(offset) as usize, cpu));
+    }
+
     /// Where glibc registered an area, the rseq CPU id agrees with `sched_getcpu` (which
     /// glibc itself answers from the same area): pinned to one CPU, both name it.
     #[cfg(target_arch = "x86_64")]

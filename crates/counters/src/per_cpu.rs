@@ -561,6 +561,29 @@ impl Counter for PerCpu {
     }
 }
 
+/// The model checkers' CPU variable reaches the counter: a migration moves the next update
+/// to the next CPU's cell (run by `scripts/loom.sh` with the other models).
+#[cfg(all(test, livecount_loom))]
+mod loom_tests {
+    use super::*;
+
+    #[test]
+    fn a_migration_moves_the_next_update_to_the_next_cpus_cell() {
+        crate::loom_model::bounded(2, || {
+            let counter = PerCpu::with_cpus(4);
+            let cpu = thread_id::current().unwrap();
+            let first = counter.increment();
+            cpu::model::migrate();
+            let second = counter.increment();
+            assert_eq!(counter.cells[cpu].started(), 1);
+            assert_eq!(counter.cells[cpu + 1].started(), 1);
+            assert_eq!(counter.overflow.started(), 0);
+            counter.decrement(first);
+            counter.decrement(second);
+        });
+    }
+}
+
 #[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
 mod tests {
     use super::*;
@@ -664,6 +687,48 @@ mod tests {
             bytes,
             size_of::<PerCpu>() + 16 * size_of::<CachePadded<Pair>>()
         );
+        assert_eq!(PerCpu::with_cpus(16).cells(), 16);
         assert_eq!(PerCpu::with_cpus(0).cells(), 1);
+    }
+
+    #[test]
+    fn sources_print_their_names() {
+        assert_eq!(CpuSource::Rseq.to_string(), "rseq");
+        assert_eq!(
+            CpuSource::ThreadIndex.to_string(),
+            CpuSource::ThreadIndex.name()
+        );
+    }
+
+    /// The two rseq sources need the same thing, glibc's registered area.
+    #[test]
+    fn both_rseq_sources_are_available_together() {
+        assert_eq!(
+            CpuSource::Rseq.is_available(),
+            CpuSource::RseqCpuId.is_available()
+        );
+    }
+
+    /// Without a CPU id, a thread counts on the cell of its index modulo the cells (not on
+    /// cell 0, nor on the overflow cell). Two threads alive at once hold different indices,
+    /// so at least one is not 0.
+    #[test]
+    fn the_thread_index_source_counts_on_the_cell_of_the_index() {
+        let counter = PerCpu::with_source(1_000, CpuSource::ThreadIndex).unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    barrier.wait();
+                    let index = thread_id::current().unwrap();
+                    let before = counter.cells[index % 1_000].started();
+                    let token = counter.increment();
+                    assert_eq!(counter.cells[index % 1_000].started(), before + 1);
+                    barrier.wait();
+                    counter.decrement(token);
+                });
+            }
+        });
+        assert_eq!(counter.overflow.started(), 0);
     }
 }
