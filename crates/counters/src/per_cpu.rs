@@ -715,20 +715,30 @@ mod tests {
     #[test]
     fn the_thread_index_source_counts_on_the_cell_of_the_index() {
         let counter = PerCpu::with_source(1_000, CpuSource::ThreadIndex).unwrap();
-        let barrier = std::sync::Barrier::new(2);
-        std::thread::scope(|s| {
-            for _ in 0..2 {
-                s.spawn(|| {
-                    barrier.wait();
-                    let index = thread_id::current().unwrap();
-                    let before = counter.cells[index % 1_000].started();
-                    let token = counter.increment();
-                    assert_eq!(counter.cells[index % 1_000].started(), before + 1);
-                    barrier.wait();
-                    counter.decrement(token);
-                });
-            }
+        // Both threads register before either counts, so their indices differ.
+        let registered = std::sync::Barrier::new(2);
+        let landed: Vec<(usize, Token<PerCpu>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let index = thread_id::current().unwrap();
+                        registered.wait();
+                        (index, counter.increment())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
+        for (index, _) in &landed {
+            assert_eq!(
+                counter.cells[index % 1_000].started(),
+                1,
+                "thread index {index}"
+            );
+        }
         assert_eq!(counter.overflow.started(), 0);
+        landed
+            .into_iter()
+            .for_each(|(_, token)| counter.decrement(token));
     }
 }
