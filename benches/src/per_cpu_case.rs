@@ -235,7 +235,6 @@ fn flat(figures: &[Figure]) -> Target {
 mod tests {
     use super::*;
     use crate::contender::{Info, Kind};
-    use crate::plan::Mode;
     use crate::rank::{rank, recommend};
 
     const CORES: usize = 2;
@@ -253,15 +252,7 @@ mod tests {
     }
 
     fn params(threads: usize, max_bytes: Option<u64>) -> Params {
-        Params {
-            mode: Mode::Quick,
-            threads,
-            readers_hz: 10,
-            max_bytes_per_counter: max_bytes,
-            budget_secs: 1.0,
-            reps: 3,
-            rw_writers: 2,
-        }
+        Params::for_tests(threads, max_bytes)
     }
 
     /// PerThread 300/s, PerCpu 240/s, Sharded 100/s at every thread count; PerThread 128 B

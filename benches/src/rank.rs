@@ -420,7 +420,6 @@ pub(crate) fn missing(goal: &str) -> Target {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Mode;
 
     fn info(name: &str, kind: Kind) -> Info {
         Info {
@@ -435,15 +434,7 @@ mod tests {
     }
 
     fn params(max_bytes: Option<u64>) -> Params {
-        Params {
-            mode: Mode::Quick,
-            threads: 2,
-            readers_hz: 10,
-            max_bytes_per_counter: max_bytes,
-            budget_secs: 1.0,
-            reps: 3,
-            rw_writers: 2,
-        }
+        Params::for_tests(2, max_bytes)
     }
 
     /// ceiling 400, Fast (livecount) 300, Big (livecount, huge) 350, Neg (peer) 500 but reads

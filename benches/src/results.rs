@@ -104,6 +104,23 @@ pub struct Params {
     pub rw_writers: usize,
 }
 
+impl Params {
+    /// What the ranking tests describe: a quick sweep for `threads` writers, a 10 Hz
+    /// reader and the given byte limit.
+    #[cfg(test)]
+    pub(crate) fn for_tests(threads: usize, max_bytes: Option<u64>) -> Params {
+        Params {
+            mode: Mode::Quick,
+            threads,
+            readers_hz: 10,
+            max_bytes_per_counter: max_bytes,
+            budget_secs: 1.0,
+            reps: 3,
+            rw_writers: 2,
+        }
+    }
+}
+
 /// One run: where, what, every figure, and the conclusion.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Results {

@@ -99,6 +99,39 @@ impl Pair {
     }
 }
 
+/// The [`Counter`](crate::Counter) impl of a counter over monotone pairs, which has an
+/// `issuer: Issuer`, a `bump(&self, Half)` that counts one start or end, and a
+/// `read(&self) -> Totals` that reads them all with [`read`].
+macro_rules! counter {
+    ($counter:ty) => {
+        impl $crate::Counter for $counter {
+            type Token = $crate::Token<$counter>;
+
+            #[inline]
+            fn increment(&self) -> Self::Token {
+                self.bump($crate::pair::Half::Started);
+                $crate::Token::new(&self.issuer)
+            }
+
+            #[inline]
+            fn decrement(&self, token: Self::Token) {
+                token.redeem(&self.issuer);
+                self.bump($crate::pair::Half::Ended);
+            }
+
+            #[inline]
+            fn load(&self) -> u64 {
+                self.read().active()
+            }
+
+            fn totals(&self) -> Option<$crate::Totals> {
+                Some(self.read())
+            }
+        }
+    };
+}
+pub(crate) use counter;
+
 /// How many times a read may start over because sessions kept starting while it ran.
 const READ_ATTEMPTS: usize = 3;
 

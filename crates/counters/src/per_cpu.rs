@@ -7,7 +7,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::counter::Issuer;
 use crate::pair::{self, Half, Pair};
-use crate::{Counter, Token, Totals, cpu, thread_id};
+use crate::{Totals, cpu, thread_id};
 
 /// How a [`PerCpu`] counter's updates find their cell.
 ///
@@ -50,6 +50,18 @@ impl CpuSource {
         Path::of(self).is_some()
     }
 
+    /// The sources this process can use, fastest first.
+    ///
+    /// ```
+    /// use livecount::CpuSource;
+    /// assert!(CpuSource::available().any(|s| s == CpuSource::ThreadIndex));
+    /// ```
+    pub fn available() -> impl Iterator<Item = CpuSource> {
+        CpuSource::ALL
+            .into_iter()
+            .filter(|source| source.is_available())
+    }
+
     /// The fastest source this process can use.
     ///
     /// ```
@@ -57,9 +69,8 @@ impl CpuSource {
     /// assert!(CpuSource::best().is_available());
     /// ```
     pub fn best() -> CpuSource {
-        CpuSource::ALL
-            .into_iter()
-            .find(|source| source.is_available())
+        CpuSource::available()
+            .next()
             .unwrap_or(CpuSource::ThreadIndex)
     }
 
@@ -196,7 +207,7 @@ impl Path {
 /// with fewer cells) and threads without a registered rseq area count on one shared overflow
 /// cell, with a locked add; no cell is ever bumped both ways.
 ///
-/// Reads sum every `ended` before every `started`, so [`Counter`]'s gauge read guarantee
+/// Reads sum every `ended` before every `started`, so [`Counter`](crate::Counter)'s gauge read guarantee
 /// holds whichever cell a session's start and end landed on.
 ///
 /// # Performance characteristics
@@ -536,36 +547,14 @@ impl Default for PerCpu {
     }
 }
 
-impl Counter for PerCpu {
-    type Token = Token<PerCpu>;
-
-    #[inline]
-    fn increment(&self) -> Token<PerCpu> {
-        self.bump(Half::Started);
-        Token::new(&self.issuer)
-    }
-
-    #[inline]
-    fn decrement(&self, token: Token<PerCpu>) {
-        token.redeem(&self.issuer);
-        self.bump(Half::Ended);
-    }
-
-    #[inline]
-    fn load(&self) -> u64 {
-        self.read().active()
-    }
-
-    fn totals(&self) -> Option<Totals> {
-        Some(self.read())
-    }
-}
+pair::counter!(PerCpu);
 
 /// The model checkers' CPU variable reaches the counter: a migration moves the next update
 /// to the next CPU's cell (run by `scripts/loom.sh` with the other models).
 #[cfg(all(test, livecount_loom))]
 mod loom_tests {
     use super::*;
+    use crate::Counter;
 
     #[test]
     fn a_migration_moves_the_next_update_to_the_next_cpus_cell() {
@@ -587,6 +576,7 @@ mod loom_tests {
 #[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
 mod tests {
     use super::*;
+    use crate::{Counter, Token};
 
     fn count_on(counter: &PerCpu, threads: usize, pairs: u64) {
         std::thread::scope(|s| {
@@ -604,7 +594,7 @@ mod tests {
     /// Every source this machine has counts exactly, with more threads than cells.
     #[test]
     fn every_available_source_counts_every_session_once() {
-        for source in CpuSource::ALL.into_iter().filter(|s| s.is_available()) {
+        for source in CpuSource::available() {
             let counter = PerCpu::with_source(2, source).unwrap();
             count_on(&counter, 6, 20_000);
             let open = counter.increment();
@@ -622,7 +612,7 @@ mod tests {
     /// still counts it.
     #[test]
     fn cpus_without_a_cell_count_on_the_overflow_cell() {
-        for source in CpuSource::ALL.into_iter().filter(|s| s.is_available()) {
+        for source in CpuSource::available() {
             let counter = PerCpu::with_source(1, source).unwrap();
             count_on(&counter, 4, 5_000);
             assert_eq!(counter.totals().unwrap().started, 20_000, "{source}");

@@ -5,7 +5,7 @@ use crossbeam_utils::CachePadded;
 use crate::cell_table::CellTable;
 use crate::counter::Issuer;
 use crate::pair::{self, Half, Pair};
-use crate::{Counter, Token, Totals, thread_id};
+use crate::{Totals, thread_id};
 
 /// Each thread owns one cache-padded [`started`, `ended`] pair, found by its reusable thread
 /// index, and is that cell's **only writer**, so an update is a plain load and store — no
@@ -19,7 +19,7 @@ use crate::{Counter, Token, Totals, thread_id};
 ///
 /// A session may end on another thread than it started on: the end is counted in the ending
 /// thread's cell, and the read sums all `ended` before all `started`, so the gauge read
-/// guarantee of [`Counter`] holds.
+/// guarantee of [`Counter`](crate::Counter) holds.
 ///
 /// # Performance characteristics
 ///
@@ -94,27 +94,4 @@ impl Default for PerThread {
     }
 }
 
-impl Counter for PerThread {
-    type Token = Token<PerThread>;
-
-    #[inline]
-    fn increment(&self) -> Token<PerThread> {
-        self.bump(Half::Started);
-        Token::new(&self.issuer)
-    }
-
-    #[inline]
-    fn decrement(&self, token: Token<PerThread>) {
-        token.redeem(&self.issuer);
-        self.bump(Half::Ended);
-    }
-
-    #[inline]
-    fn load(&self) -> u64 {
-        self.read().active()
-    }
-
-    fn totals(&self) -> Option<Totals> {
-        Some(self.read())
-    }
-}
+pair::counter!(PerThread);

@@ -4,14 +4,14 @@ use crossbeam_utils::CachePadded;
 
 use crate::counter::Issuer;
 use crate::pair::{self, Half, Pair};
-use crate::{Counter, Token, Totals, thread_id};
+use crate::{Totals, thread_id};
 
 /// A fixed, power-of-two array of cache-padded [`started`, `ended`] pairs. A thread updates
 /// the shard of its *reusable* thread index (the lowest index free when it first counted),
 /// so up to `shards` threads never share a line, and indices do not drift as threads churn.
 ///
 /// A session may end on any thread: its end is counted on the ending thread's shard, and the
-/// read sums all `ended` before all `started` (see [`Counter`]'s gauge read guarantee), so a
+/// read sums all `ended` before all `started` (see [`Counter`](crate::Counter)'s gauge read guarantee), so a
 /// cross-shard end can never make the read negative or hide an open session.
 ///
 /// # Performance characteristics
@@ -96,30 +96,7 @@ impl Default for Sharded {
     }
 }
 
-impl Counter for Sharded {
-    type Token = Token<Sharded>;
-
-    #[inline]
-    fn increment(&self) -> Token<Sharded> {
-        self.bump(Half::Started);
-        Token::new(&self.issuer)
-    }
-
-    #[inline]
-    fn decrement(&self, token: Token<Sharded>) {
-        token.redeem(&self.issuer);
-        self.bump(Half::Ended);
-    }
-
-    #[inline]
-    fn load(&self) -> u64 {
-        self.read().active()
-    }
-
-    fn totals(&self) -> Option<Totals> {
-        Some(self.read())
-    }
-}
+pair::counter!(Sharded);
 
 impl Sharded {
     fn read(&self) -> Totals {

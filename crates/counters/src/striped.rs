@@ -8,7 +8,7 @@ use crate::cell_table::CellTable;
 use crate::counter::Issuer;
 use crate::pair::{self, Half, Pair};
 use crate::sync::{AtomicUsize, Ordering};
-use crate::{Counter, Token, Totals, thread_id};
+use crate::{Totals, thread_id};
 
 /// Java's `LongAdder` design, for a gauge: updates go to one cache-padded base pair while it
 /// is uncontended; the first failed compare-and-swap on the base opens two cache-padded
@@ -17,7 +17,7 @@ use crate::{Counter, Token, Totals, thread_id};
 /// counter lives (no lost update when the table grows).
 ///
 /// Every cell is a monotone [`started`, `ended`] pair and a read sums all `ended` before all
-/// `started`, so the gauge read guarantee of [`Counter`] holds even though a session's start
+/// `started`, so the gauge read guarantee of [`Counter`](crate::Counter) holds even though a session's start
 /// and end usually land on different stripes.
 ///
 /// # Performance characteristics
@@ -203,30 +203,7 @@ impl Default for Striped {
     }
 }
 
-impl Counter for Striped {
-    type Token = Token<Striped>;
-
-    #[inline]
-    fn increment(&self) -> Token<Striped> {
-        self.bump(Half::Started);
-        Token::new(&self.issuer)
-    }
-
-    #[inline]
-    fn decrement(&self, token: Token<Striped>) {
-        token.redeem(&self.issuer);
-        self.bump(Half::Ended);
-    }
-
-    #[inline]
-    fn load(&self) -> u64 {
-        self.read().active()
-    }
-
-    fn totals(&self) -> Option<Totals> {
-        Some(self.read())
-    }
-}
+pair::counter!(Striped);
 
 #[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
 mod tests {
@@ -234,6 +211,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::Counter;
 
     /// Contended at its cap of 2 stripes, a `Striped` only ever touches cells 0 and 1: the
     /// first two buckets of its table, never a third (a wrong mask would map probes past the

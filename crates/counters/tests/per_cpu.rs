@@ -125,7 +125,7 @@ fn count_while_migrating(counter: &PerCpu) -> u64 {
 /// thread now on the old CPU and lose updates.
 #[test]
 fn exact_under_forced_migrations_on_every_source() {
-    for source in CpuSource::ALL.into_iter().filter(|s| s.is_available()) {
+    for source in CpuSource::available() {
         for cells in [possible_cpus(), 1] {
             let counter = PerCpu::with_source(cells, source).unwrap();
             let migrations = count_while_migrating(&counter);
