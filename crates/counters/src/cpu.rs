@@ -136,21 +136,22 @@ pub(crate) mod rseq {
 
     /// The calling thread's CPU as the kernel last wrote it into the area: `u32::MAX` (-1,
     /// uninitialised) or `u32::MAX - 1` (-2, registration failed) on a thread without one.
+    /// Call only where [`offset`] is `Some`.
     #[inline]
-    pub(crate) fn cpu_id(offset: isize) -> u32 {
+    pub(crate) fn cpu_id() -> u32 {
+        let area = area();
         let cpu: u32;
         // SAFETY:
-        // - `offset` came from `offset()`: glibc's `__rseq_offset`, the distance from the
-        //   thread pointer (the `fs` segment base on x86-64) to every thread's own rseq area,
-        //   which lives in the thread's descriptor for the thread's whole life;
+        // - `area` is this thread's rseq area (thread pointer + glibc's `__rseq_offset`), in
+        //   the thread's descriptor for the thread's whole life;
         // - the load reads the area's aligned `u32` `cpu_id`, which only the kernel writes, on
         //   this thread's return to user space (never concurrently with the thread itself);
         // - no stack, no flags, no other memory.
         #[allow(unsafe_code)]
         unsafe {
             std::arch::asm!(
-                "mov {cpu:e}, dword ptr fs:[{offset} + {cpu_id}]",
-                offset = in(reg) offset,
+                "mov {cpu:e}, dword ptr [{area} + {cpu_id}]",
+                area = in(reg) area,
                 cpu_id = const CPU_ID,
                 cpu = lateout(reg) cpu,
                 options(nostack, preserves_flags, readonly),
@@ -340,11 +341,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_rseq_cpu_id_names_the_cpu_a_pinned_thread_runs_on() {
-        let Some(offset) = rseq::offset() else {
+        let Some(_) = rseq::offset() else {
             eprintln!("NOTE: no rseq area registered by glibc here; nothing to compare");
             return;
         };
-        on_each_cpu(|cpu| assert_eq!(rseq::cpu_id(offset) as usize, cpu));
+        on_each_cpu(|cpu| assert_eq!(rseq::cpu_id() as usize, cpu));
     }
 
     /// Where glibc registered an area, the rseq CPU id agrees with `sched_getcpu` (which
@@ -352,14 +353,14 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_rseq_cpu_id_is_the_cpu_the_thread_is_on() {
-        let Some(offset) = rseq::offset() else {
+        let Some(_) = rseq::offset() else {
             eprintln!("NOTE: no rseq area registered by glibc here; nothing to compare");
             return;
         };
         std::thread::spawn(move || {
             for _ in 0..100 {
                 let before = sched_getcpu().unwrap();
-                let cpu = rseq::cpu_id(offset) as usize;
+                let cpu = rseq::cpu_id() as usize;
                 let after = sched_getcpu().unwrap();
                 if before == after {
                     assert_eq!(cpu, before);

@@ -131,9 +131,7 @@ enum Path {
         target_os = "linux",
         not(any(livecount_loom, livecount_shuttle))
     ))]
-    RseqCpuId {
-        offset: isize,
-    },
+    RseqCpuId,
     #[cfg(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle))))]
     SchedGetcpu,
     ThreadIndex,
@@ -156,7 +154,7 @@ impl Path {
                 target_os = "linux",
                 not(any(livecount_loom, livecount_shuttle))
             ))]
-            CpuSource::RseqCpuId => cpu::rseq::offset().map(|offset| Path::RseqCpuId { offset }),
+            CpuSource::RseqCpuId => cpu::rseq::offset().map(|_| Path::RseqCpuId),
             #[cfg(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle))))]
             CpuSource::SchedGetcpu => cpu::sched_getcpu().map(|_| Path::SchedGetcpu),
             CpuSource::ThreadIndex => Some(Path::ThreadIndex),
@@ -178,7 +176,7 @@ impl Path {
                 target_os = "linux",
                 not(any(livecount_loom, livecount_shuttle))
             ))]
-            Path::RseqCpuId { .. } => CpuSource::RseqCpuId,
+            Path::RseqCpuId => CpuSource::RseqCpuId,
             #[cfg(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle))))]
             Path::SchedGetcpu => CpuSource::SchedGetcpu,
             Path::ThreadIndex => CpuSource::ThreadIndex,
@@ -406,9 +404,7 @@ impl PerCpu {
         let sequence = match path {
             Path::Rseq => Sequence::of(&cells).unwrap_or_else(|| {
                 // Cells the packed word cannot describe: the same CPU ids, locked adds.
-                path = Path::RseqCpuId {
-                    offset: cpu::rseq::offset().expect("the rseq path had an offset"),
-                };
+                path = Path::RseqCpuId;
                 Sequence::NONE
             }),
             _ => Sequence::NONE,
@@ -523,7 +519,7 @@ impl PerCpu {
                 target_os = "linux",
                 not(any(livecount_loom, livecount_shuttle))
             ))]
-            Path::RseqCpuId { offset } => Some(cpu::rseq::cpu_id(offset) as usize),
+            Path::RseqCpuId => Some(cpu::rseq::cpu_id() as usize),
             #[cfg(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle))))]
             Path::SchedGetcpu => cpu::sched_getcpu(),
             Path::ThreadIndex => thread_id::current().map(|index| index % self.cells.len()),
