@@ -19,7 +19,7 @@
 //!   answer rather than whatever is next by throughput.
 
 use crate::plan::{MANY_THREADS_PER_CORE, MEMORY_THREADS, READ_THREADS};
-use crate::rank::{Row, Target, missing};
+use crate::rank::{Row, Target, missing, ratios_at};
 use crate::results::{BYTES, Figure, PAIRS_PER_S, Params, READ_NS, find};
 
 /// `PerCpu`'s contender name.
@@ -161,14 +161,7 @@ fn near(figures: &[Figure], cores: usize) -> Target {
         return missing(&goal);
     }
     Target {
-        measured: format!(
-            "PerCpu ÷ PerThread: {}",
-            ratios
-                .iter()
-                .map(|(n, r)| format!("{r:.2}× at {n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        measured: format!("PerCpu ÷ PerThread: {}", ratios_at(&ratios)),
         met: Some(ratios.iter().all(|(_, r)| *r >= 1.0 / NEAR_FACTOR)),
         goal,
     }

@@ -13,6 +13,16 @@ pub const PEER_CRATES: [&str; 4] = [
     "prometheus::IntGauge",
     "metrics::Gauge",
 ];
+
+/// Ratios at thread counts as a report reads them: "0.62× at 1, 0.66× at 2".
+pub(crate) fn ratios_at<T: std::fmt::Display>(ratios: &[(T, f64)]) -> String {
+    ratios
+        .iter()
+        .map(|(at, ratio)| format!("{ratio:.2}× at {at}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The `AtomicI64` baseline of the targets.
 pub const ATOMIC: &str = "AtomicI64";
 /// The ceiling's name.
@@ -392,14 +402,7 @@ pub fn targets(figures: &[Figure], contenders: &[Info], cores: usize) -> Vec<Tar
     } else {
         Target {
             goal: STRIPED_GOAL.into(),
-            measured: format!(
-                "Striped ÷ Sharded: {}",
-                pairs
-                    .iter()
-                    .map(|(t, r)| format!("{r:.2}× at {t}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            measured: format!("Striped ÷ Sharded: {}", ratios_at(&pairs)),
             met: Some(pairs.iter().all(|(_, r)| *r >= 1.0)),
         }
     });
