@@ -1,5 +1,5 @@
-//! The future event list: a binary heap ordered by (time, insertion sequence), so events at
-//! the same instant run in the order they were scheduled and every run is reproducible.
+//! The future event list, ordered by (time, insertion sequence), so events at the same
+//! instant run in the order they were scheduled and every run is reproducible.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -40,7 +40,7 @@ pub(crate) enum Event {
     FirstStream(u32),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry {
     at: f64,
     seq: u64,
@@ -65,30 +65,59 @@ impl Ord for Entry {
     }
 }
 
-/// Buckets per simulated second, and buckets in the ring (a horizon of 4 096 s).
+/// Buckets per simulated second (a bucket is 1/16 s), and per coarse bucket (one second).
 const PER_S: f64 = 16.0;
-const RING: u64 = 1 << 16;
+const SPAN_SHIFT: u32 = 4;
+/// Coarse buckets (seconds) held as fine buckets ahead of the current one, and the fine
+/// ring's size: every fine bucket lies within it ahead of `cur`.
+const NEAR: u64 = 4;
+const FINE: u64 = NEAR << SPAN_SHIFT;
+/// Coarse buckets in their ring (a horizon of 4 096 s past the fine ones).
+const COARSE: u64 = 1 << 12;
 
 fn bucket(at: f64) -> u64 {
     (at * PER_S) as u64 // saturates: negative → 0, huge → u64::MAX
 }
 
-/// Pending events, earliest first: a calendar queue. Events in the current bucket (1/16 s)
-/// sit in a small binary heap; later ones within the ring's horizon are appended to their
-/// bucket's vector and heapified when time reaches it; the rest wait in an overflow heap.
-/// A pop touches a heap of one bucket's events, not of every pending one (a million at
-/// scale, where one big heap spends most of the run in cache misses). The order is exactly
-/// the (time, insertion sequence) order of one heap.
+fn coarse(bucket: u64) -> u64 {
+    bucket >> SPAN_SHIFT
+}
+
+/// Pending events, earliest first: a two-level calendar queue. The next few seconds are
+/// fine buckets (1/16 s each), the next 4 096 s coarse ones (a second each), and the rest
+/// wait in an overflow heap; a push appends to its bucket's vector. As time reaches a
+/// second, its coarse bucket is dealt into fine ones; as it reaches a fine bucket, that
+/// vector is sorted once and its events taken from the end; the few scheduled into the
+/// current bucket after that wait in a small heap beside it.
+///
+/// Why so: at scale a million events are pending. One heap of them spends the run in
+/// cache misses; one level of fine buckets over the whole horizon has thousands of vectors
+/// being appended to at random, each append a miss. Here pushes land on a few hundred
+/// vector ends, which stay in cache, and the sorted bucket tells the engine what comes
+/// next ([`EventQueue::ahead`]), so it can fetch those events' sessions before it needs
+/// them. The order is exactly the (time, insertion sequence) order of one heap.
 #[derive(Debug)]
 pub(crate) struct EventQueue {
     seq: u64,
-    /// Events of bucket `cur` (and any scheduled before it).
-    current: BinaryHeap<Entry>,
+    /// Events of bucket `cur` as it was opened, sorted latest first (the next is the last).
+    current: Vec<Entry>,
+    /// Events scheduled into bucket `cur` (or before it) after it was opened.
+    late: BinaryHeap<Entry>,
     cur: u64,
-    /// `ring[b % RING]` holds bucket b for `cur < b < cur + RING`.
-    ring: Vec<Vec<Entry>>,
-    in_ring: usize,
-    /// Buckets from `cur + RING` on.
+    /// `fine[b % FINE]` holds bucket b for `cur < b` and `coarse(b) < fine_end`.
+    fine: Vec<Vec<Entry>>,
+    in_fine: usize,
+    /// `coarse(cur) + NEAR` after every advance.
+    fine_end: u64,
+    /// `coarse_ring[c % COARSE]` holds the buckets of second c for
+    /// `fine_end ≤ c < fine_end + COARSE`.
+    coarse_ring: Vec<Vec<Entry>>,
+    in_coarse: usize,
+    /// Emptied coarse vectors, with their allocations, for the next seconds to fill. (A
+    /// coarse slot is used once per horizon, so a vector left in its slot would hold its
+    /// memory unused for the rest of a run: at scale, a gigabyte of fresh pages.)
+    spare: Vec<Vec<Entry>>,
+    /// Seconds from `fine_end + COARSE` on.
     far: BinaryHeap<Entry>,
 }
 
@@ -96,10 +125,15 @@ impl Default for EventQueue {
     fn default() -> Self {
         Self {
             seq: 0,
-            current: BinaryHeap::new(),
+            current: Vec::new(),
+            late: BinaryHeap::new(),
             cur: 0,
-            ring: (0..RING).map(|_| Vec::new()).collect(),
-            in_ring: 0,
+            fine: (0..FINE).map(|_| Vec::new()).collect(),
+            in_fine: 0,
+            fine_end: NEAR,
+            coarse_ring: (0..COARSE).map(|_| Vec::new()).collect(),
+            in_coarse: 0,
+            spare: Vec::new(),
             far: BinaryHeap::new(),
         }
     }
@@ -116,10 +150,29 @@ impl EventQueue {
         };
         let b = bucket(at);
         if b <= self.cur {
-            self.current.push(entry);
-        } else if b - self.cur < RING {
-            self.ring[(b % RING) as usize].push(entry);
-            self.in_ring += 1;
+            self.late.push(entry);
+        } else {
+            self.place(b, entry);
+        }
+    }
+
+    /// Files an event of a bucket after the current one in the fine ring, the coarse ring
+    /// or the overflow heap.
+    fn place(&mut self, b: u64, entry: Entry) {
+        debug_assert!(b > self.cur);
+        let c = coarse(b);
+        if c < self.fine_end {
+            self.fine[(b % FINE) as usize].push(entry);
+            self.in_fine += 1;
+        } else if c - self.fine_end < COARSE {
+            let second = &mut self.coarse_ring[(c % COARSE) as usize];
+            if second.capacity() == 0
+                && let Some(spare) = self.spare.pop()
+            {
+                *second = spare;
+            }
+            second.push(entry);
+            self.in_coarse += 1;
         } else {
             self.far.push(entry);
         }
@@ -127,44 +180,92 @@ impl EventQueue {
 
     pub(crate) fn pop(&mut self) -> Option<(f64, Event)> {
         loop {
-            if let Some(e) = self.current.pop() {
-                return Some((e.at, e.event));
+            // `Entry`'s order is reversed: the greater is the earlier.
+            let late_first = match (self.current.last(), self.late.peek()) {
+                (Some(c), Some(l)) => l > c,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (None, None) => {
+                    if self.in_fine == 0 && self.in_coarse == 0 && self.far.is_empty() {
+                        return None;
+                    }
+                    self.advance();
+                    continue;
+                }
+            };
+            let e = if late_first {
+                self.late.pop()
+            } else {
+                self.current.pop()
             }
-            if self.in_ring == 0 && self.far.is_empty() {
-                return None;
-            }
-            self.advance();
+            .expect("peeked");
+            return Some((e.at, e.event));
         }
     }
 
-    /// Moves to the next bucket holding anything: it becomes the current heap (its
-    /// vector heapified in O(k)), with the overflow events that now fall in it.
+    /// The event `k` places after the next one of the current bucket as it was opened
+    /// (events scheduled into it since may come between): a hint of what is coming, for
+    /// prefetching, never an order.
+    pub(crate) fn ahead(&self, k: usize) -> Option<&Event> {
+        let i = self.current.len().checked_sub(k + 1)?;
+        Some(&self.current[i].event)
+    }
+
+    /// Moves to the next bucket (straight to the first overflow event's when nothing else
+    /// is pending), deals the seconds that come within [`NEAR`] into fine buckets, takes
+    /// in the overflow events that come within the coarse horizon, and sorts the new
+    /// current bucket. Called only with the current bucket and the late heap empty.
     fn advance(&mut self) {
-        let next = if self.in_ring == 0 {
-            // Only far events left: jump straight to the first of them.
+        debug_assert!(self.current.is_empty() && self.late.is_empty());
+        let next = if self.in_fine == 0 && self.in_coarse == 0 {
             let first = self.far.peek().map_or(self.cur + 1, |e| bucket(e.at));
             first.max(self.cur + 1)
         } else {
             self.cur + 1
         };
-        let spent = std::mem::take(&mut self.current).into_vec();
-        self.ring[(self.cur % RING) as usize] = spent; // empty; keeps its allocation
-        // Buckets skipped by a jump are empty (in_ring was 0), so only `next`'s slot holds
-        // anything.
+        let spent = std::mem::take(&mut self.current);
+        self.fine[(self.cur % FINE) as usize] = spent; // empty; keeps its allocation
         self.cur = next;
-        let slot = std::mem::take(&mut self.ring[(next % RING) as usize]);
-        self.in_ring -= slot.len();
-        self.current = BinaryHeap::from(slot);
-        while self.far.peek().is_some_and(|e| bucket(e.at) < next + RING) {
+        let fine_end = coarse(next) + NEAR;
+        if self.in_coarse == 0 {
+            // A jump (or an empty coarse ring): no second to deal.
+            self.fine_end = self.fine_end.max(fine_end);
+        }
+        while self.fine_end < fine_end {
+            // Stepping one bucket on moves the end by at most one second, past `next`'s:
+            // every event dealt here lies after `next`, within the fine ring.
+            let c = self.fine_end;
+            let mut second = std::mem::take(&mut self.coarse_ring[(c % COARSE) as usize]);
+            self.in_coarse -= second.len();
+            self.fine_end += 1;
+            for e in second.drain(..) {
+                let b = bucket(e.at);
+                self.fine[(b % FINE) as usize].push(e);
+                self.in_fine += 1;
+            }
+            if second.capacity() > 0 {
+                self.spare.push(second);
+            }
+        }
+        let mut slot = std::mem::take(&mut self.fine[(next % FINE) as usize]);
+        self.in_fine -= slot.len();
+        while self
+            .far
+            .peek()
+            .is_some_and(|e| coarse(bucket(e.at)) < self.fine_end + COARSE)
+        {
             let e = self.far.pop().expect("peeked");
             let b = bucket(e.at);
             if b <= next {
-                self.current.push(e);
+                slot.push(e);
             } else {
-                self.ring[(b % RING) as usize].push(e);
-                self.in_ring += 1;
+                self.place(b, e);
             }
         }
+        // Ascending in `Entry`'s reversed order: latest first, the next event last. Every
+        // key is distinct (the sequence number), so an unstable sort is exact.
+        slot.sort_unstable();
+        self.current = slot;
     }
 }
 
@@ -193,13 +294,15 @@ mod tests {
 
     proptest! {
         /// Pushes at or after the last popped time (as the engine does): within a bucket,
-        /// a few buckets on, past the ring's horizon, or far beyond it, with ties; every
-        /// pop matches one big heap's.
+        /// a few buckets on (fine), seconds on (coarse), past the coarse horizon, or far
+        /// beyond it, with ties; every pop matches one big heap's, and while nothing was
+        /// scheduled into the open bucket, `ahead(k)` is the event k pops after the next.
         #[test]
         fn calendar_queue_pops_in_the_order_of_one_heap(
             ops in prop::collection::vec(
                 (0u8..6, prop_oneof![
-                    Just(0.0), 0.0..0.06f64, 0.0..3.0f64, 4000.0..5000.0f64, 1e5..1e7f64,
+                    Just(0.0), 0.0..0.06f64, 0.0..3.0f64, 3.0..300.0f64, 4000.0..5000.0f64,
+                    1e5..1e7f64,
                 ]),
                 1..400,
             )
@@ -217,6 +320,14 @@ mod tests {
                     q.push(now + dt, Event::End(i as u32, 0));
                     r.push(now + dt, Event::End(i as u32, 0));
                 }
+                if q.late.is_empty() {
+                    let mut coming = r.heap.clone();
+                    for k in 0..3 {
+                        if let Some(hint) = q.ahead(k) {
+                            prop_assert_eq!(Some(*hint), coming.pop().map(|e| e.event));
+                        }
+                    }
+                }
             }
             loop {
                 let (a, b) = (q.pop(), r.pop());
@@ -226,6 +337,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn ahead_names_the_events_after_the_next_in_the_open_bucket() {
+        let mut q = EventQueue::default();
+        for id in 0..4 {
+            q.push(1.0 + f64::from(id) / 100.0, Event::End(id, 0));
+        }
+        q.push(9.0, Event::Sample); // another bucket
+        assert_eq!(q.ahead(0), None, "no bucket open before the first pop");
+        assert_eq!(q.pop(), Some((1.0, Event::End(0, 0))));
+        assert_eq!(q.ahead(0), Some(&Event::End(1, 0)));
+        assert_eq!(q.ahead(2), Some(&Event::End(3, 0)));
+        assert_eq!(q.ahead(3), None, "the next bucket is not looked into");
+        // Scheduled into the open bucket: it comes first, and the hint does not know it.
+        q.push(1.005, Event::Arrival);
+        assert_eq!(q.ahead(0), Some(&Event::End(1, 0)));
+        assert_eq!(q.pop(), Some((1.005, Event::Arrival)));
+        assert_eq!(q.pop(), Some((1.01, Event::End(1, 0))));
     }
 
     #[test]
