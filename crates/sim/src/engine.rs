@@ -15,6 +15,32 @@ use crate::sim_result::{PolicyResult, ScenarioResult};
 /// Events between two progress callbacks.
 const PROGRESS_EVERY: u64 = 1 << 16;
 
+/// How many events ahead the loop asks memory for a session's slot, and (half as far, by
+/// when the slot has arrived) for its backend and view: far enough to cover a miss to
+/// memory, near enough that what was fetched is still in cache when its event runs.
+const FETCH_AHEAD: usize = 16;
+
+/// Asks the CPU to bring the cache lines from `first` on (`lines` of 64 bytes) towards the
+/// core. Only a hint: it changes no value, and on other targets it is nothing.
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch<T>(first: &T, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p: *const i8 = (first as *const T).cast();
+        for line in 0..lines {
+            // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has (it is in the
+            // target's baseline). PREFETCHT0 reads nothing into the program and cannot
+            // fault, whatever the address: a line past the object (`wrapping_add`, no
+            // dereference) is at worst a wasted fetch.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (first, lines);
+}
+
 /// Stream numbers for [`SimRng::derive`]: the workload's streams do not depend on the
 /// policy, so every policy replays the same arrivals, sessions, report losses and offsets.
 const STREAM_SESSIONS: u64 = 1 << 40;
@@ -318,6 +344,7 @@ impl<'a> Engine<'a> {
             if self.events.is_multiple_of(PROGRESS_EVERY) {
                 progress((self.now / self.sc.duration_s).min(1.0));
             }
+            self.fetch_ahead();
             self.handle(event);
         }
         progress(1.0);
@@ -390,6 +417,39 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// At scale the session table, the backends and the views outgrow the cache, and
+    /// every event would wait on memory for its session and then its backend. The next
+    /// events are known, so their lines are asked for early: the session slot of the event
+    /// [`FETCH_AHEAD`] places on, and the backend and view of the one half as far (whose
+    /// slot was asked for earlier). Changes no state.
+    fn fetch_ahead(&self) {
+        if let Some(Event::End(id, _) | Event::Phase(id, _)) = self.queue.ahead(FETCH_AHEAD)
+            && let Some(s) = self.sessions.get(*id as usize)
+        {
+            prefetch(s, 1);
+        }
+        let backend = match self.queue.ahead(FETCH_AHEAD / 2) {
+            Some(Event::End(id, _) | Event::Phase(id, _)) => self
+                .sessions
+                .get(*id as usize)
+                .map(|s| (s.backend, s.proxy)),
+            Some(Event::TakeReport(b)) => Some((*b, 0)),
+            _ => None,
+        };
+        if let Some((b, p)) = backend {
+            if let Some(backend) = self.backends.get(b as usize) {
+                prefetch(backend, Backend::HOT_LINES);
+            }
+            if let Some(view) = self
+                .proxies
+                .get(p as usize)
+                .and_then(|p| p.views.get(b as usize))
+            {
+                prefetch(view, 2);
+            }
+        }
+    }
+
     fn burst(&mut self) {
         let (every, size) = self
             .arrivals
@@ -424,10 +484,25 @@ impl<'a> Engine<'a> {
         let now = self.now;
         let proxy = &mut self.proxies[p];
         let choice = proxy.policy.pick(now, &proxy.views, &mut self.policy_rng);
-        self.send_probes(p);
+        self.choose_probes(p);
+        let chosen = self.place(p, choice, plan, rng);
+        self.send_probes(p, chosen);
+    }
+
+    /// Assigns, rejects or drops a session proxy `p`'s policy sent to `choice`. When it is
+    /// assigned to a backend the policy also probes, returns that backend's probe reply as
+    /// it was before the session arrived (the probes went out with the pick).
+    fn place(
+        &mut self,
+        p: usize,
+        choice: Option<usize>,
+        plan: SessionPlan,
+        rng: SimRng,
+    ) -> Option<(usize, Option<Probe>)> {
+        let now = self.now;
         let Some(b) = choice else {
             self.collector.summary.dropped += 1;
-            return;
+            return None;
         };
         let proxy = &mut self.proxies[p];
         assert!(
@@ -441,19 +516,23 @@ impl<'a> Engine<'a> {
             self.collector.summary.rejected += 1;
             proxy.views[b].alive = false;
             proxy.touched(b, now, &mut self.policy_rng);
-            return;
+            return None;
         }
         if backend.active() >= u64::from(backend.max_sessions) {
             self.collector.summary.rejected += 1;
-            return;
+            return None;
         }
+        let before = self
+            .probe_targets
+            .contains(&b)
+            .then(|| (b, self.probe_reply(b)));
         self.accept(p, b, plan, rng);
+        before
     }
 
-    /// The probes proxy `p`'s policy asks for after a pick: each reply describes its
-    /// backend now and arrives a round trip later, unless lost (a dead backend answers
-    /// nothing).
-    fn send_probes(&mut self, p: usize) {
+    /// The backends proxy `p`'s policy probes after a pick, into `probe_targets`; their
+    /// lines are asked for now, to be read once the session is placed.
+    fn choose_probes(&mut self, p: usize) {
         let proxy = &mut self.proxies[p];
         self.probe_targets.clear();
         proxy.policy.probe(
@@ -462,6 +541,28 @@ impl<'a> Engine<'a> {
             &mut self.policy_rng,
             &mut self.probe_targets,
         );
+        for &b in &self.probe_targets {
+            if let Some(backend) = self.backends.get(b) {
+                prefetch(backend, std::mem::size_of::<Backend>() / 64);
+            }
+        }
+    }
+
+    /// What backend `b` answers a probe with now; `None` when it is dead.
+    fn probe_reply(&self, b: usize) -> Option<Probe> {
+        let backend = &self.backends[b];
+        backend.alive.then(|| Probe {
+            taken_at: self.now,
+            rif: backend.active(),
+            latency_ms: backend.latency_at_rif(),
+        })
+    }
+
+    /// Sends the replies to the probes of `probe_targets`: each describes its backend at
+    /// the pick and arrives a round trip later, unless lost (a dead backend answers
+    /// nothing). `chosen` is the picked backend's reply from before its new session, when
+    /// it was probed: the only backend placing the session changed.
+    fn send_probes(&mut self, p: usize, chosen: Option<(usize, Option<Probe>)>) {
         let balancer = &self.sc.balancer;
         let empty = Probe {
             taken_at: 0.0,
@@ -474,15 +575,16 @@ impl<'a> Engine<'a> {
             replies: [(0, empty); PROBE_BATCH],
         };
         for &b in &self.probe_targets {
-            let backend = &self.backends[b];
-            if !backend.alive || self.probe_rng.chance(balancer.probe_loss) {
+            let reply = match chosen {
+                Some((c, before)) if c == b => before,
+                _ => self.probe_reply(b),
+            };
+            let Some(probe) = reply else {
+                continue;
+            };
+            if self.probe_rng.chance(balancer.probe_loss) {
                 continue;
             }
-            let probe = Probe {
-                taken_at: self.now,
-                rif: backend.active(),
-                latency_ms: backend.latency_at_rif(),
-            };
             batch.replies[usize::from(batch.len)] = (b as u32, probe);
             batch.len += 1;
             if usize::from(batch.len) == PROBE_BATCH {
