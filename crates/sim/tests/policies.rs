@@ -284,6 +284,37 @@ fn hybrid_weighted_prefers_the_backend_with_headroom() {
 }
 
 #[test]
+fn hybrid_weighted_follows_every_view_change_between_refreshes() {
+    // Both alive backends have headroom; the weights are refreshed at the first pick.
+    let dead = BackendView {
+        alive: false,
+        ..reported(0, 0.0, 0)
+    };
+    let mut views = [reported(10, 0.4, 0), reported(10, 0.2, 0), dead];
+    let mut p = fed("hybrid_weighted", &views);
+    let c = counts(p.as_mut(), &views, 200);
+    assert!(c[0] > 0 && c[1] > 0 && c[2] == 0, "{c:?}");
+    let mut rng = SimRng::new(3);
+    let picks = |p: &mut dyn Policy, views: &[BackendView], rng: &mut SimRng| {
+        let mut c = [0; 3];
+        for _ in 0..200 {
+            c[p.pick(11.2, views, rng).expect("one has room")] += 1;
+        }
+        c
+    };
+    // Backend 1 filled by sends since its report: no room left, within the same second.
+    views[1].sent_since_report = 1000;
+    p.on_view(1, &views[1], 11.1, &mut rng);
+    assert_eq!(picks(p.as_mut(), &views, &mut rng), [200, 0, 0]);
+    // Backend 1 emptied again, backend 0 believed dead.
+    views[1].sent_since_report = 0;
+    views[0].alive = false;
+    p.on_view(0, &views[0], 11.1, &mut rng);
+    p.on_view(1, &views[1], 11.1, &mut rng);
+    assert_eq!(picks(p.as_mut(), &views, &mut rng), [0, 200, 0]);
+}
+
+#[test]
 fn least_request_bias_divides_the_weight_by_open_streams_plus_one() {
     // Equal weights: plain P2C on this proxy's open streams.
     let mut views = [view(true), view(true), view(false)];

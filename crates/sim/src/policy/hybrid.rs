@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use livecount_capacity::{BackendModel, CapacityConfig};
 
-use super::{BackendView, Policy, Report, two_choices, weighted};
+use super::index::WeightTree;
+use super::{BackendView, Policy, Report, two_choices};
 use crate::{Scenario, SimRng};
 
 /// How the hybrid policy turns remaining headroom into a choice.
@@ -13,7 +14,9 @@ pub enum HybridMode {
     /// Two random backends; the one using the smaller share of its effective capacity wins
     /// (fewer estimated sessions on a tie, e.g. when neither has capacity).
     PowerOfTwo,
-    /// Weighted random, weight = remaining headroom; P2C when every weight is 0.
+    /// Weighted random, weight = remaining headroom; P2C when every weight is 0. The
+    /// weights sit in a Fenwick tree kept current from every view change: a pick is a
+    /// draw in O(log n).
     Weighted,
 }
 
@@ -36,12 +39,10 @@ pub struct Hybrid {
     /// costs no model evaluation.
     weights: Vec<f64>,
     refreshed_at: f64,
-    /// An upper bound of every weight (remaining ≤ weight), for rejection sampling.
-    max_weight: f64,
+    /// [`HybridMode::Weighted`]: each alive backend's remaining capacity (≥ 0), the
+    /// others 0.
+    remaining: WeightTree,
 }
-
-/// Rejection-sampling attempts before the weighted pick falls back to a full scan.
-const TRIES: usize = 64;
 
 /// Simulated seconds between two refreshes of every cached weight.
 const REFRESH_S: f64 = 1.0;
@@ -72,7 +73,7 @@ impl Hybrid {
             cost_n: 0,
             weights: vec![0.0; n],
             refreshed_at: f64::NEG_INFINITY,
-            max_weight: 0.0,
+            remaining: WeightTree::new(if mode == HybridMode::Weighted { n } else { 0 }),
         }
     }
 
@@ -94,17 +95,31 @@ impl Hybrid {
         }
     }
 
+    /// Backend `i`'s weight from its model now. (The engine tells the view change that
+    /// follows a report, so the weighted tree catches up there.)
     fn refresh(&mut self, i: usize, now: f64) {
         let e = self.models[i].estimate(&self.config, secs(now), self.prior());
         self.weights[i] = e.weight;
-        self.max_weight = self.max_weight.max(e.weight);
     }
 
-    fn refresh_all(&mut self, now: f64) {
+    fn refresh_all(&mut self, now: f64, backends: &[BackendView]) {
         if now - self.refreshed_at >= REFRESH_S {
             self.refreshed_at = now;
-            self.max_weight = 0.0;
             (0..self.weights.len()).for_each(|i| self.refresh(i, now));
+            if self.mode == HybridMode::Weighted {
+                let mut remaining = std::mem::replace(&mut self.remaining, WeightTree::new(0));
+                remaining.rebuild(|i| self.headroom(i, &backends[i]));
+                self.remaining = remaining;
+            }
+        }
+    }
+
+    /// The weighted pick's weight: remaining capacity, 0 when negative or believed dead.
+    fn headroom(&self, i: usize, view: &BackendView) -> f64 {
+        if view.alive {
+            self.remaining(i, view).max(0.0)
+        } else {
+            0.0
         }
     }
 
@@ -120,25 +135,13 @@ impl Hybrid {
         self.capacity(i, view) - view.estimated_active() as f64
     }
 
-    /// Weighted by remaining capacity. Rejection sampling against `max_weight` (an upper
-    /// bound of every remaining capacity) is exact and O(1) expected while weights are
-    /// comparable; after [`TRIES`] misses a full scan decides, which is exact too.
-    fn pick_weighted(&self, backends: &[BackendView], rng: &mut SimRng) -> Option<usize> {
-        if self.max_weight <= 0.0 {
+    /// Weighted by remaining capacity: one draw from the tree.
+    fn pick_weighted(&self, rng: &mut SimRng) -> Option<usize> {
+        let total = self.remaining.total();
+        if total <= 0.0 {
             return None;
         }
-        for _ in 0..TRIES {
-            let i = rng.below(backends.len());
-            let w = if backends[i].alive {
-                self.remaining(i, &backends[i]).max(0.0)
-            } else {
-                0.0
-            };
-            if rng.uniform() * self.max_weight < w {
-                return Some(i);
-            }
-        }
-        weighted(backends, rng, |i| self.remaining(i, &backends[i]).max(0.0))
+        self.remaining.find(rng.uniform() * total)
     }
 
     /// Share of the capacity in use: estimated active sessions ÷ capacity. Lower is
@@ -181,10 +184,17 @@ impl Policy for Hybrid {
         self.refresh(backend, now);
     }
 
+    fn on_view(&mut self, backend: usize, view: &BackendView, _now: f64, _rng: &mut SimRng) {
+        if self.mode == HybridMode::Weighted {
+            let w = self.headroom(backend, view);
+            self.remaining.set(backend, w);
+        }
+    }
+
     fn pick(&mut self, now: f64, backends: &[BackendView], rng: &mut SimRng) -> Option<usize> {
-        self.refresh_all(now);
+        self.refresh_all(now, backends);
         if self.mode == HybridMode::Weighted
-            && let Some(choice) = self.pick_weighted(backends, rng)
+            && let Some(choice) = self.pick_weighted(rng)
         {
             return Some(choice);
         }

@@ -96,6 +96,24 @@ impl WeightTree {
         }
     }
 
+    /// Sets every weight at once, `weight(i)` for backend `i` (each ≥ 0, finite), in O(n):
+    /// also clears the rounding that many [`WeightTree::set`] calls leave in the sums.
+    pub(crate) fn rebuild(&mut self, mut weight: impl FnMut(usize) -> f64) {
+        let n = self.weight.len();
+        for i in 0..n {
+            let w = weight(i);
+            debug_assert!(w >= 0.0 && w.is_finite(), "weight {w}");
+            self.weight[i] = w;
+            self.tree[i + 1] = w;
+        }
+        for k in 1..=n {
+            let parent = k + (k & k.wrapping_neg());
+            if parent <= n {
+                self.tree[parent] += self.tree[k];
+            }
+        }
+    }
+
     /// Backend `i`'s weight.
     pub(crate) fn weight(&self, i: usize) -> f64 {
         self.weight[i]
@@ -238,6 +256,45 @@ mod tests {
         t.set(0, 0.0);
         t.set(2, 0.0);
         assert_eq!((t.total(), t.find(0.0)), (0.0, None));
+    }
+
+    proptest::proptest! {
+        /// A rebuilt tree has every prefix sum of a tree filled by `set`, and its draws.
+        #[test]
+        fn weight_tree_rebuilt_matches_one_set_per_weight(
+            weights in proptest::collection::vec(
+                proptest::prop_oneof![proptest::strategy::Just(0.0), 0.0..100.0f64],
+                1..70,
+            ),
+            before in proptest::collection::vec(0.0..100.0f64, 70),
+            u in 0.0..1.0f64,
+        ) {
+            let n = weights.len();
+            let (mut set, mut rebuilt) = (WeightTree::new(n), WeightTree::new(n));
+            for (i, &w) in weights.iter().enumerate() {
+                set.set(i, w);
+                rebuilt.set(i, before[i]); // what the rebuild must replace
+            }
+            rebuilt.rebuild(|i| weights[i]);
+            for (i, &w) in weights.iter().enumerate() {
+                proptest::prop_assert_eq!(rebuilt.weight(i), w);
+            }
+            let total = set.total();
+            proptest::prop_assert!((rebuilt.total() - total).abs() <= 1e-9 * total.max(1.0));
+            for k in 0..=n {
+                let (a, b) = (set.tree[k], rebuilt.tree[k]);
+                proptest::prop_assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "{k}: {a} {b}");
+            }
+            let u = u * total;
+            if weights.iter().all(|&w| w == 0.0) {
+                proptest::prop_assert_eq!(rebuilt.find(u), None);
+            } else {
+                let i = rebuilt.find(u).expect("a positive weight");
+                let below: f64 = weights[..i].iter().sum();
+                proptest::prop_assert!(weights[i] > 0.0);
+                proptest::prop_assert!(below <= u + 1e-9 && u < below + weights[i] + 1e-9);
+            }
+        }
     }
 
     #[test]

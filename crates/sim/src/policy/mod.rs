@@ -223,29 +223,3 @@ pub(crate) fn two_choices(backends: &[BackendView], rng: &mut SimRng) -> Option<
         }
     }
 }
-
-/// Weighted random choice among alive backends (`weight` ≥ 0, finite); `None` when every
-/// weight is 0. Two passes and one random draw; `weight` is called twice per backend.
-pub(crate) fn weighted(
-    backends: &[BackendView],
-    rng: &mut SimRng,
-    mut weight: impl FnMut(usize) -> f64,
-) -> Option<usize> {
-    let total: f64 = alive(backends).map(&mut weight).filter(|w| *w > 0.0).sum();
-    if total <= 0.0 {
-        return None;
-    }
-    let mut left = rng.uniform() * total;
-    let mut last = None;
-    for i in alive(backends) {
-        let w = weight(i);
-        if w > 0.0 {
-            last = Some(i);
-            if left < w {
-                return last;
-            }
-            left -= w;
-        }
-    }
-    last // rounding left a sliver past the end: the last positive weight
-}

@@ -64,7 +64,8 @@ impl PrequalHcl {
         self.rifs.extend(self.pool.iter().map(|p| p.rif));
         let n = self.rifs.len();
         let rank = (self.q_rif * n as f64).ceil() as usize;
-        *self.rifs.select_nth_unstable(rank.clamp(1, n) - 1).1
+        self.rifs.sort_unstable(); // at most 16: cheaper than a general selection
+        self.rifs[rank.clamp(1, n) - 1]
     }
 
     /// The pool index HCL picks: the fastest cold probe (`hot_above` is a pool RIF, so
