@@ -52,14 +52,19 @@ pub(crate) struct Backend {
     arrivals: std::collections::VecDeque<f64>,
     // Line 4 on: reports and probes.
     since: f64,
-    /// The last [`LATENCY_SAMPLES`] sessions' (active sessions at their start, time to
-    /// first stream in ms), for a Prequal probe's latency at the current RIF, and how many
-    /// have been taken.
-    latency_ring: [(u32, f32); LATENCY_SAMPLES],
+    /// How many sessions' latencies have been noted (the last [`LATENCY_SAMPLES`] count).
     latency_taken: usize,
     /// The last estimate, with the RIF and sample count it was made at: a probe between
     /// two changes reuses it.
     latency_cached: std::cell::Cell<(u64, usize, f32)>,
+    /// The counted samples as (RIF, latency bits), ascending: a probe finds the nearest
+    /// RIFs around its own instead of ranking them all.
+    latency_sorted: [(u32, u32); LATENCY_SAMPLES],
+    // Cold: read and written only when a session starts.
+    /// The last [`LATENCY_SAMPLES`] sessions' (active sessions at their start, time to
+    /// first stream in ms), oldest overwritten first, for a Prequal probe's latency at the
+    /// current RIF.
+    latency_ring: [(u32, f32); LATENCY_SAMPLES],
 }
 
 const _: () = {
@@ -93,6 +98,8 @@ const NO_LATENCY_CACHED: (u64, usize, f32) = (u64::MAX, 0, 0.0);
 impl Backend {
     /// The cache lines a session's start, end or phase change touches (the first three).
     pub(crate) const HOT_LINES: usize = 3;
+    /// The cache lines a probe reply reads: all but the latency ring.
+    pub(crate) const PROBE_LINES: usize = std::mem::offset_of!(Backend, latency_ring).div_ceil(64);
 
     pub(crate) fn new(group: &BackendGroup) -> Self {
         let mut b = Self {
@@ -116,6 +123,7 @@ impl Backend {
             cpu_samples: [0.0; CPU_SAMPLES],
             cpu_taken: 0,
             latency_ring: [(0, 0.0); LATENCY_SAMPLES],
+            latency_sorted: [(0, 0); LATENCY_SAMPLES],
             latency_taken: 0,
             latency_cached: std::cell::Cell::new(NO_LATENCY_CACHED),
         };
@@ -173,7 +181,24 @@ impl Backend {
     /// Remembers a session's time to first stream and the active sessions it started at.
     pub(crate) fn note_latency(&mut self, first_ms: f64) {
         let rif = u32::try_from(self.active()).unwrap_or(u32::MAX);
-        self.latency_ring[self.latency_taken % LATENCY_SAMPLES] = (rif, first_ms as f32);
+        let ms = first_ms as f32;
+        let slot = self.latency_taken % LATENCY_SAMPLES;
+        let mut len = self.latency_taken.min(LATENCY_SAMPLES);
+        let sorted = &mut self.latency_sorted;
+        if len == LATENCY_SAMPLES {
+            let (r, old) = self.latency_ring[slot];
+            let at = sorted
+                .iter()
+                .position(|&e| e == (r, old.to_bits()))
+                .expect("every counted sample is in the sorted copy");
+            sorted.copy_within(at + 1.., at);
+            len -= 1;
+        }
+        let entry = (rif, ms.to_bits());
+        let at = sorted[..len].partition_point(|&e| e < entry);
+        sorted.copy_within(at..len, at + 1);
+        sorted[at] = entry;
+        self.latency_ring[slot] = (rif, ms);
         self.latency_taken += 1;
     }
 
@@ -190,17 +215,41 @@ impl Backend {
         if (at_rif, at_taken) == (rif, self.latency_taken) {
             return Some(f64::from(cached));
         }
-        // One word per sample, (distance in RIF) << 32 | latency bits: latencies are ≥ 0,
-        // so their bits order as they do, and the key is a total order — the selection is
-        // deterministic. (The distance fits 32 bits: both RIFs are at most `max_sessions`.)
-        // The k smallest keys, kept sorted by insertion as the ring is read (a probe
-        // computes this at every change of its backend: a general selection cost more than
-        // the rest of the probe).
+        // The samples are ranked by one word each, (distance in RIF) << 32 | latency bits:
+        // latencies are ≥ 0, so their bits order as they do, and the key is a total order —
+        // the selection is deterministic. (The distance fits 32 bits: both RIFs are at most
+        // `max_sessions`.) The k smallest keys are among the samples within the k-th
+        // smallest distance, a run of the RIF-sorted copy around `rif`: walk out from it k
+        // times to the nearer side, then take in every sample tied at that distance.
+        let sorted = &self.latency_sorted[..n];
+        let distance = |i: usize| u64::from(sorted[i].0).abs_diff(rif);
         let k = n.min(LATENCY_NEAREST);
+        let (mut lo, mut hi) = {
+            let p = sorted.partition_point(|e| u64::from(e.0) < rif);
+            (p, p)
+        };
+        let mut reach = 0;
+        for _ in 0..k {
+            let left = lo.checked_sub(1).map(distance);
+            let right = (hi < n).then(|| distance(hi));
+            match (left, right) {
+                (Some(l), Some(r)) if l <= r => (lo, reach) = (lo - 1, l),
+                (Some(l), None) => (lo, reach) = (lo - 1, l),
+                (_, Some(r)) => (hi, reach) = (hi + 1, r),
+                (None, None) => unreachable!("k ≤ n samples"),
+            }
+        }
+        while lo > 0 && distance(lo - 1) <= reach {
+            lo -= 1;
+        }
+        while hi < n && distance(hi) <= reach {
+            hi += 1;
+        }
+        // The k smallest keys of that run, kept sorted by insertion.
         let mut nearest = [u64::MAX; LATENCY_NEAREST];
-        for &(r, ms) in &self.latency_ring[..n] {
+        for &(r, ms) in &sorted[lo..hi] {
             let distance = u64::from(r).abs_diff(rif).min(u64::from(u32::MAX));
-            let key = distance << 32 | u64::from(ms.to_bits());
+            let key = distance << 32 | u64::from(ms);
             if key < nearest[LATENCY_NEAREST - 1] {
                 let mut j = LATENCY_NEAREST - 1;
                 while j > 0 && nearest[j - 1] > key {
@@ -308,6 +357,51 @@ mod tests {
                     (got - want).abs() <= 1e-12 * want.max(1.0),
                     "{raw}^{e}: {got} {want}"
                 );
+            }
+        }
+    }
+
+    /// The estimate by its definition, from the ring alone: rank every counted sample by
+    /// (distance in RIF, latency bits), take the eight smallest, their median latency.
+    fn latency_by_definition(b: &Backend) -> Option<f64> {
+        let n = b.latency_taken.min(LATENCY_SAMPLES);
+        if n == 0 {
+            return None;
+        }
+        let mut ranked: Vec<(u64, u32)> = b.latency_ring[..n]
+            .iter()
+            .map(|&(r, ms)| (u64::from(r).abs_diff(b.active()), ms.to_bits()))
+            .collect();
+        ranked.sort_unstable();
+        let mut nearest: Vec<u32> = ranked[..n.min(LATENCY_NEAREST)]
+            .iter()
+            .map(|e| e.1)
+            .collect();
+        nearest.sort_unstable();
+        Some(f64::from(f32::from_bits(nearest[(nearest.len() - 1) / 2])))
+    }
+
+    proptest::proptest! {
+        /// Sessions noted at RIFs and latencies drawn from small sets (ties in both), the
+        /// ring wrapping many times, deaths in between: every estimate is the definition's.
+        #[test]
+        fn latency_at_rif_is_its_definition(
+            ops in proptest::collection::vec((0u8..10, 0u64..12, 0u8..6), 1..300)
+        ) {
+            let mut b = backend();
+            let cpu = Cpu::default();
+            for (op, rif, ms) in ops {
+                b.open = rif;
+                match op {
+                    0 => {
+                        b.open = 0;
+                        b.die(1.0, &cpu, (0.0, 0.0));
+                        b.revive(2.0, &cpu, (0.0, 0.0));
+                    }
+                    1..=3 => {}
+                    _ => b.note_latency(f64::from(ms) * 10.0),
+                }
+                proptest::prop_assert_eq!(b.latency_at_rif(), latency_by_definition(&b));
             }
         }
     }

@@ -543,7 +543,7 @@ impl<'a> Engine<'a> {
         );
         for &b in &self.probe_targets {
             if let Some(backend) = self.backends.get(b) {
-                prefetch(backend, std::mem::size_of::<Backend>() / 64);
+                prefetch(backend, Backend::PROBE_LINES);
             }
         }
     }
