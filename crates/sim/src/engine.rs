@@ -445,7 +445,7 @@ impl<'a> Engine<'a> {
                 .get(p as usize)
                 .and_then(|p| p.views.get(b as usize))
             {
-                prefetch(view, 2);
+                prefetch(view, std::mem::size_of::<BackendView>().div_ceil(64));
             }
         }
     }
