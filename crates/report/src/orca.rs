@@ -53,14 +53,17 @@
 //! | `rps_fractional` | `(n + 1) h ÷ (n + 1 + h)` (see above) |
 //! | `application_utilization` | `(n + 1) ÷ (n + 1 + h)` |
 //! | `cpu_utilization` | `raw_utilisation` (the CPU, unsmoothed) |
-//! | `named_metrics["session_utilization"]` | `active ÷ effective_capacity` |
-//! | `named_metrics["active_sessions"]` | `active` |
-//! | `named_metrics["generating_sessions"]` | `generating` |
-//! | `named_metrics["effective_capacity"]` | `effective_capacity` |
-//! | `named_metrics["headroom"]` | `headroom` |
-//! | `named_metrics["report_sequence"]` | `sequence` (as a double) |
-//! | `named_metrics["prequal_rif"]` | `prequal.rif`, only with a [`PrequalEstimator`](crate::PrequalEstimator) |
-//! | `named_metrics["prequal_latency_ms"]` | `prequal.latency_ms`, only when known |
+//! | `named_metrics["session_utilization"]` ([`SESSION_UTILIZATION`]) | `active ÷ effective_capacity` |
+//! | `named_metrics["active_sessions"]` ([`ACTIVE_SESSIONS`]) | `active` |
+//! | `named_metrics["generating_sessions"]` ([`GENERATING_SESSIONS`]) | `generating` |
+//! | `named_metrics["effective_capacity"]` ([`EFFECTIVE_CAPACITY`]) | `effective_capacity` |
+//! | `named_metrics["headroom"]` ([`HEADROOM`]) | `headroom` |
+//! | `named_metrics["report_sequence"]` ([`REPORT_SEQUENCE`]) | `sequence` (as a double) |
+//! | `named_metrics["prequal_rif"]` ([`PREQUAL_RIF`]) | `prequal.rif`, only with a [`PrequalEstimator`](crate::PrequalEstimator) |
+//! | `named_metrics["prequal_latency_ms"]` ([`PREQUAL_LATENCY_MS`]) | `prequal.latency_ms`, only when known |
+//!
+//! The keys are the constants named in the table, the one spelling the agent's
+//! [`orca_report`] writes and `livecount-tower`'s `OrcaLoadSource` reads.
 //!
 //! The two `prequal_` metrics are the board's Prequal probe reply (see
 //! [`LoadBoardBuilder::prequal`](crate::LoadBoardBuilder::prequal)); a board without an
@@ -119,6 +122,33 @@ impl OrcaService {
         OpenRcaServiceServer::new(Self::new(board))
     }
 }
+
+/// The named metric carrying `active ÷ effective_capacity` (1 when the capacity is 0): the
+/// session share, selectable by Envoy's `metric_names_for_computing_utilization`.
+pub const SESSION_UTILIZATION: &str = "session_utilization";
+
+/// The named metric carrying the open sessions ([`LoadReport::active`]).
+pub const ACTIVE_SESSIONS: &str = "active_sessions";
+
+/// The named metric carrying the sessions generating a response ([`LoadReport::generating`]).
+pub const GENERATING_SESSIONS: &str = "generating_sessions";
+
+/// The named metric carrying [`LoadReport::effective_capacity`].
+pub const EFFECTIVE_CAPACITY: &str = "effective_capacity";
+
+/// The named metric carrying [`LoadReport::headroom`] (unclamped, unlike the weight).
+pub const HEADROOM: &str = "headroom";
+
+/// The named metric carrying [`LoadReport::sequence`], as a double (exact below 2⁵³).
+pub const REPORT_SEQUENCE: &str = "report_sequence";
+
+/// The named metric carrying the Prequal probe's requests in flight
+/// ([`PrequalProbe::rif`](crate::PrequalProbe::rif)); sent only by a board with an estimator.
+pub const PREQUAL_RIF: &str = "prequal_rif";
+
+/// The named metric carrying the Prequal probe's latency in milliseconds
+/// ([`PrequalProbe::latency_ms`](crate::PrequalProbe::latency_ms)); sent only when known.
+pub const PREQUAL_LATENCY_MS: &str = "prequal_latency_ms";
 
 /// The smallest weight a report carries, in sessions: a backend with no headroom still
 /// sends a valid report (both balancers ignore a zero qps or utilisation), weighted 10⁵
@@ -181,7 +211,7 @@ pub fn wrr_weight(report: &LoadReport) -> f64 {
 /// let orca = livecount_report::orca::orca_report(&report);
 /// assert_eq!(orca.application_utilization, 5.0 / 50.0);
 /// assert!((orca.rps_fractional / orca.application_utilization - 45_000.0).abs() < 1e-6);
-/// assert_eq!(orca.named_metrics["report_sequence"], 7.0);
+/// assert_eq!(orca.named_metrics[livecount_report::orca::REPORT_SEQUENCE], 7.0);
 /// ```
 pub fn orca_report(report: &LoadReport) -> OrcaLoadReport {
     let headroom = advertised_headroom(report);
@@ -193,17 +223,17 @@ pub fn orca_report(report: &LoadReport) -> OrcaLoadReport {
         1.0
     };
     let mut named_metrics = HashMap::from([
-        ("session_utilization".to_owned(), session_utilization),
-        ("active_sessions".to_owned(), report.active as f64),
-        ("generating_sessions".to_owned(), report.generating as f64),
-        ("effective_capacity".to_owned(), report.effective_capacity),
-        ("headroom".to_owned(), report.headroom),
-        ("report_sequence".to_owned(), report.sequence as f64),
+        (SESSION_UTILIZATION.to_owned(), session_utilization),
+        (ACTIVE_SESSIONS.to_owned(), report.active as f64),
+        (GENERATING_SESSIONS.to_owned(), report.generating as f64),
+        (EFFECTIVE_CAPACITY.to_owned(), report.effective_capacity),
+        (HEADROOM.to_owned(), report.headroom),
+        (REPORT_SEQUENCE.to_owned(), report.sequence as f64),
     ]);
     if let Some(probe) = &report.prequal {
-        named_metrics.insert("prequal_rif".to_owned(), probe.rif as f64);
+        named_metrics.insert(PREQUAL_RIF.to_owned(), probe.rif as f64);
         if let Some(latency) = probe.latency_ms {
-            named_metrics.insert("prequal_latency_ms".to_owned(), latency);
+            named_metrics.insert(PREQUAL_LATENCY_MS.to_owned(), latency);
         }
     }
     OrcaLoadReport {
@@ -278,6 +308,34 @@ mod tests {
         assert_eq!(interval(d(2, -3), second), Duration::from_secs(2));
     }
 
+    /// The keys are the wire contract: renaming a constant's value would silently cut every
+    /// reader (Envoy's metric selection, `OrcaLoadSource`, dashboards) off its metric.
+    #[test]
+    fn the_named_metric_keys_are_the_documented_wire_names() {
+        assert_eq!(
+            [
+                SESSION_UTILIZATION,
+                ACTIVE_SESSIONS,
+                GENERATING_SESSIONS,
+                EFFECTIVE_CAPACITY,
+                HEADROOM,
+                REPORT_SEQUENCE,
+                PREQUAL_RIF,
+                PREQUAL_LATENCY_MS,
+            ],
+            [
+                "session_utilization",
+                "active_sessions",
+                "generating_sessions",
+                "effective_capacity",
+                "headroom",
+                "report_sequence",
+                "prequal_rif",
+                "prequal_latency_ms",
+            ]
+        );
+    }
+
     #[test]
     fn every_field_comes_from_the_report() {
         let mut r = LoadReport::empty("b");
@@ -291,12 +349,12 @@ mod tests {
         let m = |k: &str| o.named_metrics[k];
         assert_eq!(
             [
-                m("session_utilization"),
-                m("active_sessions"),
-                m("generating_sessions"),
-                m("effective_capacity"),
-                m("headroom"),
-                m("report_sequence")
+                m(SESSION_UTILIZATION),
+                m(ACTIVE_SESSIONS),
+                m(GENERATING_SESSIONS),
+                m(EFFECTIVE_CAPACITY),
+                m(HEADROOM),
+                m(REPORT_SEQUENCE)
             ],
             [5.0 / 12.0, 5.0, 2.0, 12.0, 7.0, 9.0]
         );
@@ -315,16 +373,16 @@ mod tests {
         let o = orca_report(&r);
         assert_eq!(
             (
-                o.named_metrics["prequal_rif"],
-                o.named_metrics["prequal_latency_ms"]
+                o.named_metrics[PREQUAL_RIF],
+                o.named_metrics[PREQUAL_LATENCY_MS]
             ),
             (12.0, 41.5)
         );
         assert_eq!(o.named_metrics.len(), 8);
         r.prequal = Some(crate::PrequalProbe::unknown_latency(3));
         let o = orca_report(&r);
-        assert_eq!(o.named_metrics["prequal_rif"], 3.0);
-        assert!(!o.named_metrics.contains_key("prequal_latency_ms"));
+        assert_eq!(o.named_metrics[PREQUAL_RIF], 3.0);
+        assert!(!o.named_metrics.contains_key(PREQUAL_LATENCY_MS));
         assert_eq!(o.named_metrics.len(), 7);
     }
 
@@ -375,7 +433,7 @@ mod tests {
                 weight(&o) <= f64::from(u32::MAX) && weight(&o) >= 9.99,
                 "{case}"
             );
-            let s = o.named_metrics["session_utilization"];
+            let s = o.named_metrics[SESSION_UTILIZATION];
             assert!(s.is_finite() && s >= 0.0, "{case}");
         }
     }

@@ -9,6 +9,9 @@ use std::time::Duration;
 use livecount_report::generated::xds::data::orca::v3::OrcaLoadReport;
 use livecount_report::generated::xds::service::orca::v3::OrcaLoadReportRequest;
 use livecount_report::generated::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
+use livecount_report::orca::{
+    ACTIVE_SESSIONS, EFFECTIVE_CAPACITY, HEADROOM, REPORT_SEQUENCE, WEIGHT_UNITS_PER_SESSION,
+};
 use tonic::Streaming;
 use tonic::transport::Endpoint;
 
@@ -30,8 +33,9 @@ pub const DRAINING_SEQUENCE: u64 = u64::MAX;
 /// A backend's load reports from its ORCA out-of-band stream: one `StreamCoreMetrics` call
 /// held open, each report turned into a [`BackendLoad`].
 ///
-/// * **Fields** (the named metrics the livecount agent's `OrcaService` sends):
-///   `report_sequence` → [`sequence`](BackendLoad::sequence), `active_sessions` →
+/// * **Fields** (the named metrics the livecount agent's `OrcaService` sends, keyed by the
+///   constants of [`livecount_report::orca`]): `report_sequence` →
+///   [`sequence`](BackendLoad::sequence), `active_sessions` →
 ///   [`active`](BackendLoad::active), `effective_capacity`, `headroom`. A report without
 ///   `headroom` takes `rps_fractional ÷ application_utilization` ÷
 ///   [`WEIGHT_UNITS_PER_SESSION`](livecount_report::orca::WEIGHT_UNITS_PER_SESSION)
@@ -184,22 +188,20 @@ impl OrcaLoadSource {
     fn convert(&mut self, report: &OrcaLoadReport) -> io::Result<BackendLoad> {
         self.received += 1;
         let named = |key: &str| report.named_metrics.get(key).copied();
-        let active = named("active_sessions")
+        let active = named(ACTIVE_SESSIONS)
             .filter(|a| a.is_finite() && *a >= 0.0)
             .ok_or_else(|| invalid("an ORCA report without active_sessions"))?
             as u64;
-        let headroom = named("headroom").unwrap_or_else(|| {
+        let headroom = named(HEADROOM).unwrap_or_else(|| {
             if report.application_utilization > 0.0 {
-                report.rps_fractional
-                    / report.application_utilization
-                    / livecount_report::orca::WEIGHT_UNITS_PER_SESSION
+                report.rps_fractional / report.application_utilization / WEIGHT_UNITS_PER_SESSION
             } else {
                 0.0
             }
         });
         let effective_capacity =
-            named("effective_capacity").unwrap_or(active as f64 + headroom.max(0.0));
-        let sequence = named("report_sequence")
+            named(EFFECTIVE_CAPACITY).unwrap_or(active as f64 + headroom.max(0.0));
+        let sequence = named(REPORT_SEQUENCE)
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map_or(self.received, |s| s as u64);
         Ok(BackendLoad {
@@ -307,10 +309,10 @@ mod tests {
     #[test]
     fn a_livecount_report_converts_field_by_field() {
         let r = report(&[
-            ("report_sequence", 9.0),
-            ("active_sessions", 4.0),
-            ("effective_capacity", 12.0),
-            ("headroom", 7.5),
+            (REPORT_SEQUENCE, 9.0),
+            (ACTIVE_SESSIONS, 4.0),
+            (EFFECTIVE_CAPACITY, 12.0),
+            (HEADROOM, 7.5),
         ]);
         let load = source().convert(&r).unwrap();
         assert_eq!(
@@ -331,7 +333,7 @@ mod tests {
         let r = OrcaLoadReport {
             rps_fractional: 3000.0,
             application_utilization: 0.25,
-            named_metrics: HashMap::from([("active_sessions".to_owned(), 2.0)]),
+            named_metrics: HashMap::from([(ACTIVE_SESSIONS.to_owned(), 2.0)]),
             ..OrcaLoadReport::default()
         };
         let load = s.convert(&r).unwrap();
@@ -345,9 +347,9 @@ mod tests {
             (1, 2, 14.0, 12.0)
         );
         assert_eq!(s.convert(&r).unwrap().sequence, 2, "counted");
-        let err = s.convert(&report(&[("headroom", 1.0)])).unwrap_err();
+        let err = s.convert(&report(&[(HEADROOM, 1.0)])).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-        let nan = s.convert(&report(&[("active_sessions", f64::NAN)]));
+        let nan = s.convert(&report(&[(ACTIVE_SESSIONS, f64::NAN)]));
         assert_eq!(nan.unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
 
@@ -358,7 +360,7 @@ mod tests {
     fn negative_or_infinite_counts_are_not_taken() {
         let mut s = source();
         for bad in [-3.0, -0.5, f64::INFINITY, f64::NEG_INFINITY] {
-            let err = s.convert(&report(&[("active_sessions", bad)])).unwrap_err();
+            let err = s.convert(&report(&[(ACTIVE_SESSIONS, bad)])).unwrap_err();
             assert_eq!(
                 err.kind(),
                 io::ErrorKind::InvalidData,
@@ -366,14 +368,14 @@ mod tests {
             );
         }
         assert_eq!(
-            s.convert(&report(&[("active_sessions", 0.0)]))
+            s.convert(&report(&[(ACTIVE_SESSIONS, 0.0)]))
                 .unwrap()
                 .active,
             0
         );
         let received = s.received;
         for (i, bad) in [-1.0, f64::INFINITY, f64::NAN].into_iter().enumerate() {
-            let r = report(&[("active_sessions", 1.0), ("report_sequence", bad)]);
+            let r = report(&[(ACTIVE_SESSIONS, 1.0), (REPORT_SEQUENCE, bad)]);
             let load = s.convert(&r).unwrap();
             assert_eq!(
                 load.sequence,
@@ -381,7 +383,7 @@ mod tests {
                 "report_sequence {bad}"
             );
         }
-        let r = report(&[("active_sessions", 1.0), ("report_sequence", 0.0)]);
+        let r = report(&[(ACTIVE_SESSIONS, 1.0), (REPORT_SEQUENCE, 0.0)]);
         assert_eq!(s.convert(&r).unwrap().sequence, 0, "0 is a sequence number");
     }
 
@@ -392,7 +394,7 @@ mod tests {
         let r = OrcaLoadReport {
             rps_fractional: 3000.0,
             application_utilization: 0.0,
-            named_metrics: HashMap::from([("active_sessions".to_owned(), 2.0)]),
+            named_metrics: HashMap::from([(ACTIVE_SESSIONS.to_owned(), 2.0)]),
             ..OrcaLoadReport::default()
         };
         let load = source().convert(&r).unwrap();
