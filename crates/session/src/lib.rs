@@ -60,6 +60,20 @@
 //! assert!(s.is_consistent());
 //! ```
 //!
+//! A service that must never hold more than it can serve caps the tracker: the cap is
+//! exact, so a burst of connects cannot overshoot it between two load reports.
+//!
+//! ```
+//! use livecount_session::{SessionTracker, StartError};
+//!
+//! let tracker = SessionTracker::with_max_sessions(100);
+//! match tracker.try_start() {
+//!     Ok(session) => drop(session), // serve the client
+//!     Err(StartError::AtCapacity { max }) => eprintln!("503: {max} sessions already"),
+//!     Err(e) => eprintln!("{e}"),
+//! }
+//! ```
+//!
 //! # Feature flags
 //!
 //! * `tokio` (default): [`SessionTracker::track`] and [`SessionTracker::track_stream`]
@@ -105,6 +119,10 @@
 //! * Table behaviour (`tests/slots.rs`, `tests/no_leak.rs`): more than 4 096 threads at once,
 //!   slots reused under churn and under handoff between threads, a reused slot's new id, a
 //!   tracker's memory back to the byte once its handles and sessions are gone.
+//! * An exact cap ([`SessionTracker::with_max_sessions`]): loom (`tests/loom_cap.rs`) — a
+//!   cap of 1 is mutual exclusion among three starters, an end racing a start frees the
+//!   place once, racing enders give it back once; eight real threads against caps of 1 and 3
+//!   (`tests/cap.rs`); the proptest model runs capped at 0 to 5 as well as uncapped.
 //! * The `unsafe` is the slot table (raw slot and tracker pointers kept valid by counted
 //!   references), two token cells and a data cell per session, each with its `SAFETY:`
 //!   argument (loom checks the cells' exclusive access), and the coarse clock's libc calls.
@@ -151,6 +169,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod cap;
 mod clock;
 mod end_signal;
 mod ended;

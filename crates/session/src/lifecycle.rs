@@ -267,6 +267,11 @@ impl<C: Counter> Lifecycle<C> {
         if let Some(token) = token {
             tally.total.decrement(token);
         }
+        if let Some(cap) = &tally.cap {
+            // After the decrement: the room this end frees is never taken by a start that
+            // could be counted while this session still is.
+            cap.release();
+        }
         // Last, so a woken task already sees the counts without this session. An end nobody
         // waits on wakes nothing (`wake` tests the two bits this CAS already read).
         self.signal
@@ -438,7 +443,7 @@ mod tests {
     use super::*;
 
     fn tally() -> Tally<Single> {
-        Tally::new(Single::new(), Single::new())
+        Tally::new(Single::new(), Single::new(), None)
     }
 
     fn word<C: Counter>(life: &Lifecycle<C>) -> u64 {

@@ -264,8 +264,8 @@ impl<C: Counter, M> Shared<C, M> {
         }
     }
 
-    /// Starts a session: takes a free slot, fills it, counts and publishes it. Nothing is
-    /// counted on an error.
+    /// Starts a session: admits it (a capped tracker), takes a free slot, fills it, counts
+    /// and publishes it. No session is counted on an error (a refusal at the cap is).
     #[inline]
     pub(crate) fn start(
         this: NonNull<Self>,
@@ -273,7 +273,21 @@ impl<C: Counter, M> Shared<C, M> {
     ) -> Result<NonNull<Slot<C, M>>, StartError> {
         // SAFETY: the caller holds a tracker handle, so the state is alive.
         let shared = unsafe { this.as_ref() };
-        let slot = free_list::take(Self::header(this), || shared.refill())?.cast::<Slot<C, M>>();
+        if let Some(cap) = &shared.tally.cap
+            && !cap.admit()
+        {
+            shared.tally.note_refused();
+            return Err(StartError::AtCapacity { max: cap.max() });
+        }
+        let slot = match free_list::take(Self::header(this), || shared.refill()) {
+            Ok(slot) => slot.cast::<Slot<C, M>>(),
+            Err(full) => {
+                if let Some(cap) = &shared.tally.cap {
+                    cap.release(); // admitted, but never started
+                }
+                return Err(full);
+            }
+        };
         // SAFETY:
         // - The slot came from a free list, so it is free and ours: no reference to it
         //   exists, and `try_acquire` fails on it until `activate` publishes it.

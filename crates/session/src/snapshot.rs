@@ -64,6 +64,11 @@ pub struct Snapshot {
     pub generating: u64,
     /// Ended sessions, per reason.
     pub ended_by_reason: ByReason,
+    /// Sessions refused before they started: by a capped tracker at its cap
+    /// ([`StartError::AtCapacity`](crate::StartError::AtCapacity)) and by the service
+    /// ([`note_refused`](crate::SessionTracker::note_refused)). Not part of `started`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub refused: u64,
 }
 
 impl Snapshot {
@@ -79,6 +84,7 @@ impl Snapshot {
             listening: reading.active - reading.generating,
             generating: reading.generating,
             ended_by_reason: reading.ended_by_reason,
+            refused: reading.refused,
         }
     }
 

@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-/// Why a session could not be started. Nothing was counted: the tracker is as it was.
+/// Why a session could not be started. No session was counted (a refusal at the cap is
+/// counted as one).
 ///
 /// ```
 /// use livecount_session::{SessionTracker, StartError};
@@ -12,12 +13,14 @@ use std::fmt;
 /// match tracker.try_start() {
 ///     Ok(session) => drop(session),
 ///     Err(StartError::Full) => eprintln!("over two billion live sessions"),
+///     Err(StartError::AtCapacity { max }) => eprintln!("{max} sessions: refuse"),
 ///     Err(e) => eprintln!("{e}"),
 /// }
 /// assert_eq!(
 ///     StartError::Full.to_string(),
 ///     "session table full: 2147483616 slots in use"
 /// );
+/// assert_eq!(StartError::AtCapacity { max: 50 }.to_string(), "at capacity: 50 live sessions");
 /// ```
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -25,12 +28,21 @@ pub enum StartError {
     /// Every slot of the session table is in use: 2 147 483 616 live sessions (or leaked
     /// guards) at once. Nothing else limits a tracker: not threads, not tracker count.
     Full,
+    /// The tracker is capped ([`SessionTracker::with_max_sessions`](crate::SessionTracker::with_max_sessions))
+    /// and `max` sessions are live: the service should refuse the client (HTTP 503, gRPC
+    /// `RESOURCE_EXHAUSTED`). The refusal is counted in
+    /// [`Snapshot::refused`](crate::Snapshot::refused).
+    AtCapacity {
+        /// The tracker's cap.
+        max: u64,
+    },
 }
 
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StartError::Full => f.write_str("session table full: 2147483616 slots in use"),
+            StartError::AtCapacity { max } => write!(f, "at capacity: {max} live sessions"),
         }
     }
 }

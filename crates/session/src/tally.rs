@@ -5,8 +5,9 @@ use livecount::Counter;
 #[cfg(not(livecount_loom))]
 use livecount::PerThread;
 
+use crate::cap::Cap;
 use crate::reason::{ByReason, EndReason};
-use crate::sync::{Ordering, fence};
+use crate::sync::{AtomicU64, Ordering, fence};
 
 /// Monotone end counts: one [`PerThread`] counter per reason, never decremented.
 ///
@@ -73,6 +74,11 @@ pub(crate) struct Tally<C> {
     /// `Listening` is the rest of the active total, so the phases always sum to it.
     pub(crate) generating: C,
     pub(crate) reasons: ReasonTally,
+    /// The exact limit on live sessions, for a capped tracker.
+    pub(crate) cap: Option<Cap>,
+    /// Sessions refused before they started: at the cap, or by the service
+    /// ([`note_refused`](crate::SessionTracker::note_refused)). Bumped only on a refusal.
+    pub(crate) refused: AtomicU64,
 }
 
 /// One coherent read of a [`Tally`].
@@ -83,15 +89,24 @@ pub(crate) struct Reading {
     pub(crate) generating: u64,
     /// `started - ended`.
     pub(crate) active: u64,
+    pub(crate) refused: u64,
 }
 
 impl<C: Counter> Tally<C> {
-    pub(crate) fn new(total: C, generating: C) -> Self {
+    pub(crate) fn new(total: C, generating: C, cap: Option<Cap>) -> Self {
         Tally {
             total,
             generating,
             reasons: ReasonTally::new(),
+            cap,
+            refused: AtomicU64::new(0),
         }
+    }
+
+    /// Counts one refusal.
+    pub(crate) fn note_refused(&self) {
+        // Relaxed: a statistic; it orders nothing else.
+        self.refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Reads the ends first, the phase next and the starts last.
@@ -122,6 +137,8 @@ impl<C: Counter> Tally<C> {
             ended_by_reason,
             generating: generating.min(active),
             active,
+            // Relaxed: see `note_refused`.
+            refused: self.refused.load(Ordering::Relaxed),
         }
     }
 }

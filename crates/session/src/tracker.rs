@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use livecount::{Counter, PerThread};
 
+use crate::cap::Cap;
 use crate::reason::EndReason;
 use crate::session::{Session, SessionId, SessionInfo};
 use crate::slots::{Shared, Slot};
@@ -96,6 +97,31 @@ impl SessionTracker {
     pub fn new() -> Self {
         SessionTracker::default()
     }
+
+    /// A tracker that never has more than `max` live sessions: past it,
+    /// [`try_start`](SessionTracker::try_start) refuses with [`StartError::AtCapacity`]
+    /// (and counts the refusal in [`Snapshot::refused`]), so a service answers "try
+    /// elsewhere" before it accepts the client. The cap is exact, under any number of
+    /// threads starting at once: a start takes its place by one compare-and-swap on a count
+    /// that the winning end gives back. That count is one cache line every start and end of
+    /// this tracker writes, the price of exactness; an uncapped tracker has none.
+    ///
+    /// Over other counters: [`with_counters_and_max`](SessionTracker::with_counters_and_max).
+    ///
+    /// ```
+    /// use livecount_session::{EndReason, SessionTracker, StartError};
+    ///
+    /// let tracker = SessionTracker::with_max_sessions(2);
+    /// let (a, _b) = (tracker.try_start().unwrap(), tracker.try_start().unwrap());
+    /// assert_eq!(tracker.try_start().unwrap_err(), StartError::AtCapacity { max: 2 });
+    /// a.end(EndReason::Completed); // its end gives its place back
+    /// let _c = tracker.try_start().expect("a's place");
+    /// let s = tracker.snapshot();
+    /// assert_eq!((s.active, s.refused, tracker.admitted()), (2, 1, Some(2)));
+    /// ```
+    pub fn with_max_sessions(max: u64) -> Self {
+        SessionTracker::with_counters_and_max(PerThread::new(), PerThread::new(), max)
+    }
 }
 
 impl<C: Counter + Default, M: Send + Sync + 'static> Default for SessionTracker<C, M> {
@@ -119,9 +145,58 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     pub fn with_counters(total: C, generating: C) -> Self {
         SessionTracker {
-            shared: Shared::new(Tally::new(total, generating)),
+            shared: Shared::new(Tally::new(total, generating, None)),
             _owns: PhantomData,
         }
+    }
+
+    /// [`with_counters`](SessionTracker::with_counters), capped at `max` live sessions as
+    /// [`with_max_sessions`](SessionTracker::with_max_sessions) describes.
+    ///
+    /// ```
+    /// use livecount::Sharded;
+    /// use livecount_session::SessionTracker;
+    ///
+    /// let tracker: SessionTracker<Sharded> =
+    ///     SessionTracker::with_counters_and_max(Sharded::default(), Sharded::default(), 100);
+    /// assert_eq!(tracker.max_sessions(), Some(100));
+    /// ```
+    pub fn with_counters_and_max(total: C, generating: C, max: u64) -> Self {
+        SessionTracker {
+            shared: Shared::new(Tally::new(total, generating, Some(Cap::new(max)))),
+            _owns: PhantomData,
+        }
+    }
+
+    /// The cap on live sessions, if the tracker has one.
+    pub fn max_sessions(&self) -> Option<u64> {
+        self.shared().tally.cap.as_ref().map(Cap::max)
+    }
+
+    /// A capped tracker's live sessions, exactly: the admissions taken and not yet given back
+    /// by an end. Never above [`max_sessions`](SessionTracker::max_sessions). `None` for an
+    /// uncapped tracker (use [`active`](SessionTracker::active)).
+    ///
+    /// [`active`](SessionTracker::active) and a snapshot's `active` keep the counter's read
+    /// guarantee, which allows a reading to overestimate by the sessions that start and end
+    /// while it reads: one of them may read the cap plus the starts that raced it, although
+    /// no more than `max` sessions were ever live at once.
+    pub fn admitted(&self) -> Option<u64> {
+        self.shared().tally.cap.as_ref().map(Cap::admitted)
+    }
+
+    /// Counts a session the service refused before it started (while draining, say), so the
+    /// refusals a tracker made at its cap and the service's own add up in
+    /// [`Snapshot::refused`].
+    ///
+    /// ```
+    /// # use livecount_session::SessionTracker;
+    /// let tracker = SessionTracker::new();
+    /// tracker.note_refused();
+    /// assert_eq!((tracker.snapshot().refused, tracker.snapshot().started), (1, 0));
+    /// ```
+    pub fn note_refused(&self) {
+        self.shared().tally.note_refused();
     }
 
     fn shared(&self) -> &Shared<C, M> {

@@ -1,13 +1,15 @@
 //! A proptest state machine: random programs of start / set-phase (by the guard or a handle) /
 //! touch / end (by the guard, a handle, or the id — also the id of a session long gone, whose
 //! slot a later start may have reused) / clone-handle / drop / forget / advance-the-clock /
-//! reap / snapshot, run against the tracker and against a plain model, for every counter.
+//! reap / snapshot, run against the tracker and against a plain model, for every counter,
+//! uncapped and capped at 0 to 5 live sessions (a start past the cap is refused and counted).
 //!
 //! Checked after every step: the snapshot equals the model's counts (so `active = started -
 //! ended`, phases sum to `active`, reasons sum to `ended`), every `end` returns `true` exactly
 //! when the model had the session live (nothing ends twice), reaping ends exactly the sessions
-//! the model says are idle, the registry lists exactly the live sessions, and no two sessions
-//! ever had the same id (a reused slot's id is new).
+//! the model says are idle, the registry lists exactly the live sessions, no two sessions
+//! ever had the same id (a reused slot's id is new), a start is refused exactly when the model
+//! is at its cap, and the exact admitted count is the model's live count.
 //!
 //! Cases: `PROPTEST_CASES` (default 256), read here because `Config::with_cases` ignores it.
 
@@ -16,7 +18,7 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped};
-use livecount_session::{EndHandle, EndReason, Phase, Session, SessionTracker};
+use livecount_session::{EndHandle, EndReason, Phase, Session, SessionTracker, StartError};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
@@ -42,6 +44,17 @@ struct Model {
     /// What the last transition must return: `end`'s result, or the sessions a reap ended.
     expect_end: bool,
     expect_reaped: BTreeSet<usize>,
+    /// The tracker's cap, if it has one.
+    max: Option<u64>,
+    /// Starts refused at the cap so far, and whether the last step was one.
+    refused: u64,
+    expect_refused: bool,
+}
+
+impl Model {
+    fn live(&self) -> u64 {
+        self.sessions.iter().filter(|s| s.ended.is_none()).count() as u64
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -71,7 +84,12 @@ impl ReferenceStateMachine for Model {
     type Transition = Step;
 
     fn init_state() -> BoxedStrategy<Model> {
-        Just(Model::default()).boxed()
+        prop_oneof![Just(None), (0..6u64).prop_map(Some)]
+            .prop_map(|max| Model {
+                max,
+                ..Model::default()
+            })
+            .boxed()
     }
 
     fn transitions(state: &Model) -> BoxedStrategy<Step> {
@@ -112,8 +130,13 @@ impl ReferenceStateMachine for Model {
     fn apply(mut state: Model, step: &Step) -> Model {
         state.expect_end = false;
         state.expect_reaped.clear();
+        state.expect_refused = false;
         let now = state.now;
         match *step {
+            Step::Start if state.max.is_some_and(|max| state.live() >= max) => {
+                state.refused += 1;
+                state.expect_refused = true;
+            }
             Step::Start => state.sessions.push(ModelSession {
                 ended: None,
                 phase: Phase::Listening,
@@ -193,9 +216,12 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
     type SystemUnderTest = System<C>;
     type Reference = Model;
 
-    fn init_test(_: &Model) -> System<C> {
+    fn init_test(model: &Model) -> System<C> {
         System {
-            tracker: SessionTracker::default(),
+            tracker: match model.max {
+                Some(max) => SessionTracker::with_counters_and_max(C::default(), C::default(), max),
+                None => SessionTracker::default(),
+            },
             base: Instant::now(),
             guards: Vec::new(),
             ids: Vec::new(),
@@ -206,8 +232,13 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
     fn apply(mut sys: System<C>, model: &Model, step: Step) -> System<C> {
         let now = sys.base + Duration::from_secs(model.now);
         match step {
+            Step::Start if model.expect_refused => {
+                let max = model.max.expect("refused only when capped");
+                let refused = sys.tracker.try_start().map(|s| s.id());
+                assert_eq!(refused, Err(StartError::AtCapacity { max }));
+            }
             Step::Start => {
-                let session = sys.tracker.start();
+                let session = sys.tracker.try_start().expect("the model has room");
                 session.touch_at(now); // started "now" on the virtual clock
                 sys.ids.push(session.id());
                 sys.guards.push(Some(session));
@@ -257,6 +288,9 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
         assert_eq!(s.active, live().count() as u64);
         assert_eq!(s.ended, s.started - s.active);
         assert_eq!(sys.tracker.active(), s.active);
+        assert_eq!(s.refused, model.refused);
+        assert_eq!(sys.tracker.max_sessions(), model.max);
+        assert_eq!(sys.tracker.admitted(), model.max.map(|_| model.live()));
         let generating = live().filter(|m| m.phase == Phase::Generating).count() as u64;
         assert_eq!(
             (s.generating, s.listening),
