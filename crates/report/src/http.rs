@@ -10,11 +10,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
-use crate::{LATENCY_US_HEADER, LoadBoard, PrequalProbe, RIF_HEADER, prometheus};
+use crate::{LATENCY_US_HEADER, LoadBoard, PrequalProbe, RIF_HEADER, ServedReport, prometheus};
 
-/// A router serving the board's latest report as `GET /load` (the [`LoadReport`](crate::LoadReport)
-/// as JSON, plus `age_ms`), `GET /metrics` (Prometheus text) and `GET /prequal`. Merge it
-/// into a service's own router or serve it on a scrape port.
+/// A router serving the board's latest report as `GET /load` (a [`ServedReport`]: the
+/// [`LoadReport`](crate::LoadReport)'s fields as JSON, plus `age_ms`), `GET /metrics`
+/// (Prometheus text) and `GET /prequal`. Merge it into a service's own router or serve it
+/// on a scrape port.
 ///
 /// `/prequal` answers a Prequal probe from the same report: the [`PrequalProbe`] as JSON
 /// plus the report's `sequence` and `age_ms`, e.g.
@@ -36,25 +37,16 @@ use crate::{LATENCY_US_HEADER, LoadBoard, PrequalProbe, RIF_HEADER, prometheus};
 /// ```
 pub fn router<S: Clone + Send + Sync + 'static>(board: Arc<LoadBoard>) -> Router<S> {
     Router::new()
-        .route("/load", get(load))
+        .route(ServedReport::PATH, get(load))
         .route("/metrics", get(metrics))
         .route("/prequal", get(prequal))
         .with_state(board)
 }
 
+/// `GET /load`: the latest report as a [`ServedReport`] (a report that cannot be encoded
+/// is a `500` with the reason, by `axum::Json`).
 async fn load(State(board): State<Arc<LoadBoard>>) -> Response {
-    let report = board.latest();
-    match serde_json::to_value(&*report) {
-        Ok(mut value) => {
-            value["age_ms"] = report.age_ms().into();
-            axum::Json(value).into_response()
-        }
-        Err(e) => (
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot encode the report: {e}\n"),
-        )
-            .into_response(),
-    }
+    axum::Json(ServedReport::of(&board.latest())).into_response()
 }
 
 async fn metrics(State(board): State<Arc<LoadBoard>>) -> Response {

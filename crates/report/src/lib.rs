@@ -7,6 +7,12 @@
 //! and publishes it lock-free; every encoder reads the same `Arc<LoadReport>`, so `/load`,
 //! `/metrics`, agent-check and ORCA never disagree about a moment.
 //!
+//! Each wire format is defined once, here, for both ends: the `/load` JSON is
+//! [`ServedReport`] (the agent encodes it, `livecount-tower`'s `HttpLoadSource` decodes it;
+//! its compatibility rules are on the type), and the ORCA named-metric keys are the
+//! constants of the `orca` module. Without default features the crate is the report types
+//! and their plain encoders, with no axum or tonic: what a balancer needs to read them.
+//!
 //! With a [`PrequalEstimator`] ([`LoadBoardBuilder::prequal`]), each report also carries a
 //! [`PrequalProbe`]: requests in flight (the active sessions) and the median latency of
 //! recent session starts at about that many, for Prequal's hot-cold selection (NSDI 2024);
@@ -111,6 +117,7 @@ mod prequal_estimator;
 mod prequal_probe;
 mod prequal_sample;
 pub mod prometheus;
+mod served_report;
 
 pub use agent_check::serve_agent_check;
 pub use cpu::{
@@ -124,3 +131,4 @@ pub use load_report::LoadReport;
 pub use orca::OrcaService;
 pub use prequal_estimator::PrequalEstimator;
 pub use prequal_probe::{LATENCY_US_HEADER, PrequalProbe, RIF_HEADER};
+pub use served_report::ServedReport;

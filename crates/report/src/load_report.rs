@@ -9,7 +9,9 @@ use crate::PrequalProbe;
 
 /// One load report: a tracker snapshot, the process's utilisation and the capacity model's
 /// verdict, all of one moment. `/load`, `/metrics`, agent-check and ORCA serve the same
-/// `Arc<LoadReport>`, so no two of them can disagree about a sequence number.
+/// `Arc<LoadReport>`, so no two of them can disagree about a sequence number. `/load` serves
+/// it as a [`ServedReport`](crate::ServedReport) (its fields plus `age_ms`), whose docs say
+/// which fields a reader may find missing.
 ///
 /// "Active" means what [`livecount_session::Snapshot::active`] means: sessions started and
 /// not yet ended, by the tracker's exactly-once ending. "Pretend QPS" is
