@@ -169,6 +169,10 @@ pub fn sanitize_utilisation(u: f64) -> f64 {
 
 /// pretend_qps = n / w: active sessions read as a request rate over the window.
 ///
+/// The workspace's one definition: `livecount-report`'s `LoadReport::pretend_qps` (served
+/// on `/load` and `/metrics`) is this, and `livecount-session`'s `Window` carries none of
+/// its own.
+///
 /// ```
 /// use std::time::Duration;
 /// assert_eq!(livecount_capacity::pretend_qps(90, Duration::from_secs(10)), 9.0);

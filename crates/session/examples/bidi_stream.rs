@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::Stream;
-use livecount_session::{EndReason, Phase, Reporter, SessionTracker};
+use livecount_session::{EndReason, Phase, SessionTracker, Window};
 use tokio::sync::mpsc;
 use tokio::time::sleep;
 
@@ -81,8 +81,7 @@ async fn client(
 #[tokio::main]
 async fn main() {
     let tracker = SessionTracker::new();
-    let reporter = Reporter::new(tracker.clone());
-    reporter.sample();
+    let before = tracker.snapshot();
 
     let mut handlers = Vec::new();
     let mut clients = Vec::new();
@@ -135,8 +134,7 @@ async fn main() {
         client.abort();
     }
 
-    let report = reporter.sample();
-    let s = report.snapshot;
+    let s = tracker.snapshot();
     println!(
         "started {}, ended {}, active {}",
         s.started, s.ended, s.active
@@ -144,7 +142,7 @@ async fn main() {
     for (reason, n) in s.ended_by_reason.iter().filter(|(_, n)| *n > 0) {
         println!("  {reason}: {n}");
     }
-    if let Some(w) = report.window {
+    if let Some(w) = Window::between(&before, &s) {
         println!(
             "window {:?}: {:.1} arrivals/s, {:.1} ends/s, mean active {:.1}",
             w.length, w.arrivals_per_sec, w.ends_per_sec, w.mean_active

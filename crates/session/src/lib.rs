@@ -79,9 +79,13 @@
 //! * `tokio` (default): [`SessionTracker::track`] and [`SessionTracker::track_stream`]
 //!   (deadline, `Completed` / `TimedOut` / `Cancelled` on abort or drop, and a stop at the
 //!   next poll, woken, when anything else ends the session),
-//!   [`Reporter::spawn`] and [`SessionTracker::spawn_reaper`].
-//! * `serde`: `Serialize` / `Deserialize` for [`Snapshot`], [`Report`], [`Window`],
-//!   [`ByReason`], [`EndReason`] and [`Phase`].
+//!   and [`SessionTracker::spawn_reaper`].
+//! * `serde`: `Serialize` / `Deserialize` for [`Snapshot`], [`Window`], [`ByReason`],
+//!   [`EndReason`] and [`Phase`].
+//!
+//! The crate takes snapshots and publishes none: `livecount-report`'s `LoadBoard` turns
+//! them into the one published load report (and its `spawn_publisher` is the periodic
+//! task); [`Window::between`] gives the rates between any two snapshots.
 //!
 //! Without tokio, [`Session::poll_ended`] and [`EndHandle::ended`] wait for the end in any
 //! executor.
@@ -99,10 +103,11 @@
 //!
 //! * loom (`tests/loom_session.rs`, run by `scripts/loom.sh`): three and four enders racing
 //!   on one session — counter decremented once, one reason, totals balanced; a phase change
-//!   racing an end; the reaper racing a normal end; snapshots and their publication never
-//!   torn while sessions end; phase changes through a handle racing the owner's and an end;
-//!   an end (by handle, by id, by the reaper) racing a poll that registers for it, for the
-//!   owner's slot and for two `ended()` waiters — no lost wake-up.
+//!   racing an end; the reaper racing a normal end; snapshots never torn while sessions
+//!   end, one poller's counts never going back and readers racing each other getting
+//!   sequence numbers of their own; phase changes through a handle racing the owner's and
+//!   an end; an end (by handle, by id, by the reaper) racing a poll that registers for it,
+//!   for the owner's slot and for two `ended()` waiters — no lost wake-up.
 //! * tokio (`tests/tracked.rs`): a task blocked on a tracked stream or future whose source
 //!   never yields wakes and stops right after an end from a handle, `end_all`, by id or the
 //!   reaper.
@@ -176,7 +181,6 @@ mod ended;
 mod lifecycle;
 mod phase;
 mod reason;
-mod reporter;
 mod session;
 mod slots;
 mod snapshot;
@@ -186,14 +190,15 @@ mod tally;
 #[cfg(feature = "tokio")]
 mod tracked;
 mod tracker;
+mod window;
 
 pub use ended::Ended;
 pub use phase::Phase;
 pub use reason::{ByReason, EndReason};
-pub use reporter::{DEFAULT_INTERVAL, Report, Reporter, Window};
 pub use session::{EndHandle, Session, SessionId, SessionInfo};
 pub use snapshot::Snapshot;
 pub use start_error::StartError;
 #[cfg(feature = "tokio")]
 pub use tracked::{EndedEarly, StreamEnd, Tracked, TrackedStream};
 pub use tracker::SessionTracker;
+pub use window::Window;

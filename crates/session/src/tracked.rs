@@ -1,10 +1,9 @@
-//! tokio integration: [`Tracked`] futures and [`TrackedStream`]s with a deadline, a
-//! background reaper and a background reporter.
+//! tokio integration: [`Tracked`] futures and [`TrackedStream`]s with a deadline, and a
+//! background reaper.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,7 +15,6 @@ use tokio::time::{Instant, Sleep};
 
 use crate::phase::Phase;
 use crate::reason::EndReason;
-use crate::reporter::Reporter;
 use crate::session::{EndHandle, Session};
 use crate::tracker::SessionTracker;
 
@@ -643,42 +641,6 @@ impl<C: Counter + 'static, M: Clone + Send + Sync + 'static> SessionTracker<C, M
             loop {
                 ticks.tick().await;
                 tracker.reap_at(tokio::time::Instant::now().into_std(), idle_longer_than);
-            }
-        })
-    }
-}
-
-impl<C: Counter + 'static, M: Send + Sync + 'static> Reporter<C, M> {
-    /// Spawns a task that samples every [`interval`](Reporter::interval), stamping snapshots
-    /// with tokio's clock. Abort the returned handle to stop it.
-    ///
-    /// The interval is never zero ([`with_interval`](Reporter::with_interval) refuses it).
-    ///
-    /// # Panics
-    ///
-    /// As `tokio::spawn` does, outside a tokio runtime.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// use livecount_session::{Reporter, SessionTracker};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    ///
-    /// let reporter = Arc::new(Reporter::new(SessionTracker::<livecount::Sharded>::default()));
-    /// let task = Arc::clone(&reporter).spawn();
-    /// tokio::time::sleep(Duration::from_secs(25)).await; // samples at 0 s, 10 s, 20 s
-    /// let report = reporter.latest().unwrap();
-    /// assert_eq!(report.window.unwrap().length, Duration::from_secs(10));
-    /// task.abort();
-    /// # }
-    /// ```
-    pub fn spawn(self: Arc<Self>) -> JoinHandle<()> {
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(self.interval());
-            loop {
-                ticks.tick().await;
-                self.sample_at(tokio::time::Instant::now().into_std());
             }
         })
     }

@@ -1,10 +1,10 @@
 //! Compile-time checks: guards move across threads and tokio tasks, handles are shareable,
-//! snapshots and reports can be published anywhere.
+//! snapshots and windows can be published anywhere.
 
 use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped};
 use livecount_session::{
-    ByReason, EndHandle, EndReason, Ended, Phase, Report, Reporter, Session, SessionId,
-    SessionInfo, SessionTracker, Snapshot, StartError, Window,
+    ByReason, EndHandle, EndReason, Ended, Phase, Session, SessionId, SessionInfo, SessionTracker,
+    Snapshot, StartError, Window,
 };
 
 fn send<T: Send>() {}
@@ -17,7 +17,6 @@ fn all_for<C: Counter + 'static>() {
     send_sync_static::<Session<C>>();
     send_sync_static::<Session<C, String>>();
     send_sync_static::<EndHandle<C>>();
-    send_sync_static::<Reporter<C>>();
     send_sync::<Ended<'_, C>>(); // an `ended()` future can be awaited in a spawned task
 }
 
@@ -32,7 +31,6 @@ fn everything_is_send_and_sync() {
     all_for::<Single>();
     all_for::<Reference>();
     send_sync_static::<Snapshot>();
-    send_sync_static::<Report>();
     send_sync_static::<Window>();
     send_sync_static::<ByReason>();
     send_sync_static::<SessionInfo<String>>();

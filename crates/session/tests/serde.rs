@@ -1,10 +1,10 @@
-//! `serde` round trips of what a service publishes: `Snapshot`, `Report` (with its `Window`),
+//! `serde` round trips of what a service publishes: `Snapshot`, `Window`,
 //! `ByReason` as a map of reason names. The `serde` feature is on for this crate's tests
 //! through its dev-dependency on itself.
 
 use std::time::{Duration, Instant, SystemTime};
 
-use livecount_session::{EndReason, Phase, Report, Reporter, SessionTracker, Snapshot};
+use livecount_session::{EndReason, Phase, SessionTracker, Snapshot, Window};
 
 fn busy_tracker() -> SessionTracker {
     let tracker = SessionTracker::new();
@@ -61,24 +61,19 @@ fn snapshot_round_trips_without_its_instant() {
 }
 
 #[test]
-fn report_round_trips_with_its_window() {
+fn window_round_trips() {
     let tracker = busy_tracker();
-    let reporter = Reporter::new(tracker.clone());
     let t0 = Instant::now();
-    reporter.sample_at(t0);
+    let before = tracker.snapshot_at(t0);
     tracker.start().end(EndReason::Failed);
-    let report = reporter.sample_at(t0 + Duration::from_secs(10));
-    let json = serde_json::to_string(&*report).unwrap();
-    let back: Report = serde_json::from_str(&json).unwrap();
-    let window = back.window.expect("a window between two samples");
-    assert_eq!(window, report.window.unwrap());
-    assert_eq!(window.length, Duration::from_secs(10));
-    assert_eq!(window.ended_by_reason.get(EndReason::Failed), 1);
-    assert_eq!(back.snapshot.ended_by(EndReason::Failed), 1);
-    assert_eq!(
-        back.snapshot.taken_at_unix_ms,
-        report.snapshot.taken_at_unix_ms
-    );
+    let after = tracker.snapshot_at(t0 + Duration::from_secs(10));
+    let window = Window::between(&before, &after).expect("ten seconds passed");
+    let json = serde_json::to_string(&window).unwrap();
+    let back: Window = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, window);
+    assert_eq!(back.length, Duration::from_secs(10));
+    assert_eq!(back.ended_by_reason.get(EndReason::Failed), 1);
+    assert_eq!(back.arrivals_per_sec, 0.1);
 }
 
 #[test]

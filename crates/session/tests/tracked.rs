@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures_core::Stream;
 use livecount::PerThread;
 use livecount_session::{
-    EndHandle, EndReason, EndedEarly, Phase, Reporter, SessionTracker, StreamEnd, TrackedStream,
+    EndHandle, EndReason, EndedEarly, Phase, SessionTracker, StreamEnd, TrackedStream,
 };
 use tokio::sync::oneshot;
 use tokio::time::timeout;
@@ -268,13 +268,6 @@ async fn tracked_adaptors_carry_metadata() {
 async fn spawn_reaper_refuses_a_zero_period_at_the_call() {
     let tracker = SessionTracker::new();
     let _reaper = tracker.spawn_reaper(Duration::ZERO, Duration::from_secs(60));
-}
-
-#[tokio::test]
-#[should_panic(expected = "Reporter::with_interval: the interval must be non-zero")]
-async fn reporter_refuses_a_zero_interval_at_the_call() {
-    let reporter = Reporter::new(SessionTracker::new()).with_interval(Duration::ZERO);
-    let _task = std::sync::Arc::new(reporter).spawn();
 }
 
 // === idle timeout ===
