@@ -183,7 +183,9 @@ impl LoadBoard {
         self.latest.load_full()
     }
 
-    /// Counts a session refused before it started (shown as `rejected`).
+    /// Counts a session refused before it started (shown as `rejected`, added to the
+    /// snapshot's own [`refused`](livecount_session::Snapshot::refused): a refusal counted on
+    /// the tracker, by its cap or `note_refused`, must not be counted here too).
     pub fn note_rejected(&self) {
         // Relaxed: a statistic read whole at the next publish; it orders nothing else.
         self.rejected.fetch_add(1, Ordering::Relaxed);
@@ -240,8 +242,9 @@ impl LoadBoard {
                 .iter()
                 .map(|(r, n)| (r.as_str().to_owned(), n))
                 .collect(),
+            // The tracker's refusals (at its cap, or noted by the service) and the board's.
             // Relaxed: see `note_rejected`.
-            rejected: self.rejected.load(Ordering::Relaxed),
+            rejected: snapshot.refused + self.rejected.load(Ordering::Relaxed),
             max_sessions: self.max_sessions,
             pretend_qps: pretend_qps(snapshot.active, self.config.window()),
             utilisation: model.backend.smoothed_utilisation().unwrap_or(raw),
@@ -402,6 +405,18 @@ mod tests {
         assert!(r.draining && board.is_draining() && *signal.borrow());
         assert_eq!((r.weight_percent, r.rejected), (0, 1));
         assert_eq!(r.agent_reply(), "drain\n");
+    }
+
+    /// Refusals a capped tracker made and the board's own add up, each counted once.
+    #[test]
+    fn the_trackers_refusals_and_the_boards_add_up() {
+        let tracker = SessionTracker::with_max_sessions(1);
+        let board = LoadBoard::new("b", config());
+        let _held = tracker.try_start().unwrap();
+        assert!(tracker.try_start().is_err() && tracker.try_start().is_err());
+        tracker.note_refused();
+        board.note_rejected();
+        assert_eq!(board.publish(tracker.snapshot()).rejected, 4);
     }
 
     #[test]

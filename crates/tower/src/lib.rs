@@ -190,6 +190,10 @@ mod orca_source;
 mod report;
 mod source;
 #[cfg(feature = "axum")]
+mod socket_limits;
+#[cfg(feature = "axum")]
+mod tracked_socket;
+#[cfg(feature = "axum")]
 mod websocket;
 
 pub use body::SessionBody;
@@ -202,6 +206,8 @@ pub use orca_source::{DRAINING_SEQUENCE, OrcaLoadSource};
 pub use report::{BackendLoad, Metric};
 pub use source::{HttpLoadSource, LoadSource};
 #[cfg(feature = "axum")]
-pub use websocket::{
-    DEFAULT_CLOSE_TIMEOUT, IntoEndReason, TrackedSocket, WebSocketSessions, tracked_upgrade,
-};
+pub use socket_limits::SocketLimits;
+#[cfg(feature = "axum")]
+pub use tracked_socket::TrackedSocket;
+#[cfg(feature = "axum")]
+pub use websocket::{DEFAULT_CLOSE_TIMEOUT, IntoEndReason, WebSocketSessions, tracked_upgrade};

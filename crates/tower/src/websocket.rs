@@ -1,23 +1,23 @@
-//! axum WebSocket sessions: [`tracked_upgrade`] / [`WebSocketSessions`] count a socket from the
-//! upgrade response to the handler's end and end it on graceful shutdown, which axum does not
-//! do for upgraded connections; [`TrackedSocket`] is what the handler gets.
+//! axum WebSocket sessions: [`tracked_upgrade`] / [`WebSocketSessions`] admit a socket (or
+//! refuse it before the upgrade), count it from the upgrade response to its end, hold it to
+//! its [`SocketLimits`] and end it on graceful shutdown, which axum does not do for upgraded
+//! connections; [`TrackedSocket`] is what the handler gets.
 
 use std::fmt;
 use std::future::Future;
-use std::ops::{Deref, DerefMut};
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use axum::http::StatusCode;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures_core::Stream;
-use futures_sink::Sink;
 use livecount::Counter;
-use livecount_session::{EndHandle, EndReason, Session, SessionTracker};
+use livecount_session::{EndHandle, EndReason, Session, SessionTracker, StartError};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+
+use crate::SocketLimits;
+use crate::tracked_socket::{SocketWatch, TrackedSocket};
 
 /// How long a shutdown waits, at most, to send the 1001 close frame and read the peer's reply.
 pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -58,30 +58,42 @@ impl<T, E> IntoEndReason for Result<T, E> {
     }
 }
 
-/// Counts axum WebSocket sessions on a tracker and ends them on a shutdown signal.
+/// Counts axum WebSocket sessions on a tracker, holds each to its [`SocketLimits`], and ends
+/// them on a shutdown signal.
 ///
-/// [`upgrade`](WebSocketSessions::upgrade) starts the session *before* the `101 Switching
+/// [`upgrade`](WebSocketSessions::upgrade) admits the session *before* the `101 Switching
 /// Protocols` response leaves, so no load report ever shows a slot as free that an accepted
-/// socket is about to take, and moves the guard into axum's `on_upgrade` task. Then:
+/// socket is about to take, and moves the guard into axum's `on_upgrade` task. A client it
+/// cannot admit gets `503 Service Unavailable` with `Retry-After` and is never upgraded:
+/// the tracker is at its cap ([`SessionTracker::with_max_sessions`], exact under any burst)
+/// or the shutdown token is cancelled; the refusal is counted in the snapshot's `refused`,
+/// never as a session. Then, exactly once, whichever comes first:
 ///
-/// * the handler returns → the reason its output says ([`IntoEndReason`]);
-/// * the shutdown token is cancelled → the session ends [`Shutdown`](EndReason::Shutdown)
-///   at once, the handler is dropped, and the socket gets a 1001 (going away) close frame,
-///   the close handshake bounded by the close timeout;
-/// * the upgrade fails after the response (the connection was lost before hyper handed it
-///   over) → [`Failed`](EndReason::Failed), and the handler never runs;
-/// * the handler panics → `Failed`; the task is dropped unfinished (the runtime shutting
-///   down) → [`Cancelled`](EndReason::Cancelled);
-/// * a request that is no WebSocket upgrade never gets here: axum's `WebSocketUpgrade`
-///   extractor refuses it, and nothing is counted; after the shutdown token is cancelled,
-///   `upgrade` answers `503 Service Unavailable` and counts nothing either.
+/// | what happened | reason | close frame |
+/// |---|---|---|
+/// | the handler returned | what its output says ([`IntoEndReason`]), unless the transport said otherwise (below) | the handler's own, if any |
+/// | the connection was lost without a close frame (reset, EOF) | [`Disconnected`](EndReason::Disconnected) | — |
+/// | a message above [`max_message_bytes`](SocketLimits::max_message_bytes) | [`Failed`](EndReason::Failed) | 1009 |
+/// | an RFC 6455 violation: bad framing / invalid UTF-8 | `Failed` | 1002 / 1007 |
+/// | [`max_session`](SocketLimits::max_session) passed | [`TimedOut`](EndReason::TimedOut) | 1000 "max session length" |
+/// | the client sent nothing for [`idle_timeout`](SocketLimits::idle_timeout) while the handler waited for it | `Disconnected` | 1008 "idle timeout" |
+/// | a send waited [`write_timeout`](SocketLimits::write_timeout) (the client stopped reading) | `Disconnected` | — |
+/// | the shutdown token was cancelled | [`Shutdown`](EndReason::Shutdown) | 1001 "server shutting down" |
+/// | something else ended the session (`end_all`, the reaper, an [`EndHandle`]) | that reason | 1001 for `Shutdown`, else 1000 |
+/// | the upgrade failed after the response | `Failed`, the handler never runs | — |
+/// | the handler panicked / its task was dropped unfinished | `Failed` / [`Cancelled`](EndReason::Cancelled) | — |
 ///
-/// A clone shares the tracker and the token.
+/// Every ending but the handler's own drops the handler at once and releases the count and
+/// the place under the cap *before* the close frame is sent, which is bounded by the close
+/// timeout: a client that does not read holds neither.
+///
+/// A clone shares the tracker, the token and the limits.
 ///
 /// ```
 /// use axum::{Router, extract::{State, WebSocketUpgrade}, response::Response, routing::get};
 /// use livecount_session::SessionTracker;
-/// use livecount_tower::WebSocketSessions;
+/// use livecount_tower::{SocketLimits, WebSocketSessions};
+/// use std::time::Duration;
 /// use tokio_util::sync::CancellationToken;
 ///
 /// async fn echo(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
@@ -94,31 +106,45 @@ impl<T, E> IntoEndReason for Result<T, E> {
 ///     })
 /// }
 ///
-/// let tracker: SessionTracker = SessionTracker::new();
-/// let shutdown = CancellationToken::new(); // also given to axum's with_graceful_shutdown
-/// let app: Router = Router::new()
-///     .route("/ws", get(echo))
-///     .with_state(WebSocketSessions::new(tracker, shutdown));
+/// let tracker = SessionTracker::with_max_sessions(1000); // the 1001st is refused, 503
+/// let shutdown = CancellationToken::new(); // also given to the server's graceful shutdown
+/// let sessions = WebSocketSessions::new(tracker, shutdown)
+///     .limits(SocketLimits::default().idle_timeout(Duration::from_secs(30)));
+/// let app: Router = Router::new().route("/ws", get(echo)).with_state(sessions);
 /// # let _ = app;
 /// ```
 pub struct WebSocketSessions<C: Counter = livecount::PerThread, M = ()> {
     tracker: SessionTracker<C, M>,
     shutdown: CancellationToken,
     close_timeout: Duration,
+    limits: SocketLimits,
 }
 
 impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
-    /// Counts sessions on `tracker` and ends them when `shutdown` is cancelled.
+    /// Counts sessions on `tracker` (admitting up to its cap, if it has one) under the
+    /// default [`SocketLimits`], and ends them when `shutdown` is cancelled.
     pub fn new(tracker: SessionTracker<C, M>, shutdown: CancellationToken) -> Self {
         WebSocketSessions {
             tracker,
             shutdown,
             close_timeout: DEFAULT_CLOSE_TIMEOUT,
+            limits: SocketLimits::default(),
         }
     }
 
-    /// Bounds the close handshake at shutdown by `timeout` (default
-    /// [`DEFAULT_CLOSE_TIMEOUT`]).
+    /// Holds every socket to `limits` instead of the defaults.
+    pub fn limits(mut self, limits: SocketLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits every socket is held to.
+    pub fn socket_limits(&self) -> &SocketLimits {
+        &self.limits
+    }
+
+    /// Bounds the close handshake after an ending decided here (shutdown, a limit, a
+    /// violation) by `timeout` (default [`DEFAULT_CLOSE_TIMEOUT`]).
     ///
     /// ```
     /// # use livecount_tower::WebSocketSessions;
@@ -137,9 +163,14 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
         &self.shutdown
     }
 
-    /// Answers `ws` with the upgrade response and runs `handler` on the socket as a session,
-    /// as described on [`WebSocketSessions`]. The handler gets the socket and an
-    /// [`EndHandle`] (to end the session with a reason of its own, or `touch` it).
+    /// The tracker sessions are counted on.
+    pub fn tracker(&self) -> &SessionTracker<C, M> {
+        &self.tracker
+    }
+
+    /// Answers `ws` with the upgrade response (or a 503 refusal) and runs `handler` on the
+    /// socket as a session, as described on [`WebSocketSessions`]. The handler gets the socket
+    /// and an [`EndHandle`] (to end the session with a reason of its own, or `touch` it).
     pub fn upgrade<F, Fut>(&self, ws: WebSocketUpgrade, handler: F) -> Response
     where
         F: FnOnce(TrackedSocket, EndHandle<C, M>) -> Fut + Send + 'static,
@@ -148,16 +179,40 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
     {
         if self.shutdown.is_cancelled() {
             // Draining: refuse before anything is counted or upgraded.
-            return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+            self.tracker.note_refused();
+            return self.refusal("draining: the server is shutting down\n".into());
         }
-        let session = SocketGuard(self.tracker.start());
+        let session = match self.tracker.try_start() {
+            Ok(session) => SocketGuard(session),
+            Err(StartError::AtCapacity { max }) => {
+                return self.refusal(format!("at capacity: {max} sessions\n"));
+            }
+            Err(e) => return self.refusal(format!("{e}\n")),
+        };
         let on_failure = session.0.handle();
-        let shutdown = self.shutdown.clone();
-        let close_timeout = self.close_timeout;
-        ws.on_failed_upgrade(move |_| {
-            on_failure.end(EndReason::Failed);
-        })
-        .on_upgrade(move |socket| run(socket, session, shutdown, close_timeout, handler))
+        let task = SocketTask {
+            shutdown: self.shutdown.clone(),
+            close_timeout: self.close_timeout,
+            limits: self.limits,
+        };
+        let bytes = self.limits.max_message_bytes;
+        ws.max_message_size(bytes)
+            .max_frame_size(bytes)
+            .on_failed_upgrade(move |_| {
+                on_failure.end(EndReason::Failed);
+            })
+            .on_upgrade(move |socket| task.run(socket, session, handler))
+    }
+
+    /// `503 Service Unavailable` with `Retry-After` and `why`.
+    fn refusal(&self, why: String) -> Response {
+        let retry = self.limits.retry_after_secs().to_string();
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, retry)],
+            why,
+        )
+            .into_response()
     }
 }
 
@@ -167,6 +222,7 @@ impl<C: Counter, M> Clone for WebSocketSessions<C, M> {
             tracker: self.tracker.clone(),
             shutdown: self.shutdown.clone(),
             close_timeout: self.close_timeout,
+            limits: self.limits,
         }
     }
 }
@@ -176,11 +232,12 @@ impl<C: Counter, M> fmt::Debug for WebSocketSessions<C, M> {
         f.debug_struct("WebSocketSessions")
             .field("shutting_down", &self.shutdown.is_cancelled())
             .field("close_timeout", &self.close_timeout)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
 
-/// [`WebSocketSessions::upgrade`] in one call, with the default close timeout.
+/// [`WebSocketSessions::upgrade`] in one call, with the default limits and close timeout.
 ///
 /// ```
 /// use axum::{Router, extract::{State, WebSocketUpgrade}, response::Response, routing::get};
@@ -220,43 +277,114 @@ where
     WebSocketSessions::new(tracker.clone(), shutdown).upgrade(ws, handler)
 }
 
-/// The upgraded socket's task: the handler raced with the shutdown signal.
-async fn run<C, M, F, Fut>(
-    socket: WebSocket,
-    session: SocketGuard<C, M>,
+/// How a session ended: its reason and the close frame to send, if any.
+type Ending = (EndReason, Option<(u16, &'static str)>);
+
+/// The close frame of a shutdown.
+const SHUTDOWN_CLOSE: (u16, &str) = (1001, "server shutting down");
+
+/// What an upgraded socket's task needs besides the socket, the session and the handler.
+struct SocketTask {
     shutdown: CancellationToken,
     close_timeout: Duration,
-    handler: F,
-) where
-    C: Counter,
-    F: FnOnce(TrackedSocket, EndHandle<C, M>) -> Fut,
-    Fut: Future,
-    Fut::Output: IntoEndReason,
-{
-    let (home, returned) = oneshot::channel();
-    let socket = TrackedSocket {
-        socket: Some(socket),
-        home: Some(home),
-    };
-    tokio::select! {
-        biased;
-        () = shutdown.cancelled() => {}
-        output = handler(socket, session.0.handle()) => {
-            session.0.end(output.into_end_reason());
-            return;
-        }
+    limits: SocketLimits,
+}
+
+impl SocketTask {
+    /// The upgraded socket's task: the handler raced with the shutdown signal, the session's
+    /// limits and any end from elsewhere.
+    async fn run<C, M, F, Fut>(self, socket: WebSocket, session: SocketGuard<C, M>, handler: F)
+    where
+        C: Counter + 'static,
+        M: Send + Sync + 'static,
+        F: FnOnce(TrackedSocket, EndHandle<C, M>) -> Fut,
+        Fut: Future,
+        Fut::Output: IntoEndReason,
+    {
+        let (home, returned) = oneshot::channel();
+        let watch = Arc::new(SocketWatch::new());
+        let handle = session.0.handle();
+        let socket = TrackedSocket::new(socket, home, Arc::clone(&watch), handle.clone());
+        let deadline = after(self.limits.max_session);
+        let mut tick = tokio::time::interval(self.watch_period());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Boxed so that it can be dropped the moment another ending wins.
+        let mut handler = Box::pin(handler(socket, handle.clone()));
+        let (reason, close) = loop {
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => break (EndReason::Shutdown, Some(SHUTDOWN_CLOSE)),
+                reason = handle.ended() => break (reason, Some(close_for_elsewhere(reason))),
+                output = &mut handler => {
+                    let own = (output.into_end_reason(), None);
+                    break watch.transport().and_then(|t| t.ending()).unwrap_or(own);
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    break (EndReason::TimedOut, Some((1000, "max session length")));
+                }
+                _ = tick.tick() => {
+                    if let Some(ending) = self.limit_passed(&watch) {
+                        break ending;
+                    }
+                }
+            }
+        };
+        // The count and the place under the cap go first, before the goodbye, which may wait
+        // on a client that does not read for up to the close timeout.
+        session.0.end(reason);
+        drop(session);
+        // The handler (and the socket, if it still held it) goes now: the socket comes home.
+        drop(handler);
+        let Some((code, why)) = close else { return };
+        let goodbye = async {
+            if let Ok(socket) = returned.await {
+                say_goodbye(socket, code, why).await;
+            }
+        };
+        let _ = tokio::time::timeout(self.close_timeout, goodbye).await;
     }
-    // Shutdown. The handler is dropped by now, and with it the TrackedSocket (unless the
-    // handler moved it elsewhere), which sent the socket back. Release the count before the
-    // goodbye, which may take up to the close timeout.
-    session.0.end(EndReason::Shutdown);
-    drop(session);
-    let goodbye = async {
-        if let Ok(socket) = returned.await {
-            going_away(socket).await;
+
+    /// How often the idle and write limits are looked at: four times per the shorter one,
+    /// so a limit is seen at most a quarter late (and never more often than every 10 ms).
+    fn watch_period(&self) -> Duration {
+        let shorter = self.limits.idle_timeout.min(self.limits.write_timeout);
+        (shorter / 4).clamp(Duration::from_millis(10), Duration::from_secs(3600))
+    }
+
+    /// The ending of a limit the socket has passed, if any: a send that waited the write
+    /// timeout (no close frame: the client reads nothing), or a client silent for the idle
+    /// timeout while the handler waited for it.
+    fn limit_passed(&self, watch: &SocketWatch) -> Option<Ending> {
+        if watch
+            .stalled_for()
+            .is_some_and(|w| w >= self.limits.write_timeout)
+        {
+            return Some((EndReason::Disconnected, None));
         }
-    };
-    let _ = tokio::time::timeout(close_timeout, goodbye).await;
+        if watch
+            .silent_for()
+            .is_some_and(|w| w >= self.limits.idle_timeout)
+        {
+            return Some((EndReason::Disconnected, Some((1008, "idle timeout"))));
+        }
+        None
+    }
+}
+
+/// The close frame for an end from elsewhere: 1001 for a shutdown (`end_all` at the end of a
+/// drain), 1000 otherwise (the session is over; its reason is the server's business).
+fn close_for_elsewhere(reason: EndReason) -> (u16, &'static str) {
+    match reason {
+        EndReason::Shutdown => SHUTDOWN_CLOSE,
+        _ => (1000, "session ended"),
+    }
+}
+
+/// `now + d`, saturating at a far future instead of overflowing (`Instant + Duration`
+/// panics past the platform's range), so `Duration::MAX` turns a limit off.
+fn after(d: Duration) -> tokio::time::Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+    tokio::time::Instant::now() + d.min(FAR)
 }
 
 /// Owns a socket's session in its task: a task dropped before its handler finished ends it
@@ -274,11 +402,11 @@ impl<C: Counter, M> Drop for SocketGuard<C, M> {
     }
 }
 
-/// Sends a 1001 close frame and reads until the peer's close reply (or the stream's end).
-async fn going_away(mut socket: WebSocket) {
+/// Sends a close frame and reads until the peer's close reply (or the stream's end).
+async fn say_goodbye(mut socket: WebSocket, code: u16, reason: &'static str) {
     let frame = CloseFrame {
-        code: close_code::AWAY,
-        reason: "server shutting down".into(),
+        code,
+        reason: reason.into(),
     };
     if socket.send(Message::Close(Some(frame))).await.is_err() {
         return;
@@ -287,95 +415,5 @@ async fn going_away(mut socket: WebSocket) {
         if matches!(message, Message::Close(_)) {
             break;
         }
-    }
-}
-
-/// The socket a [`WebSocketSessions`] handler gets: an axum [`WebSocket`] (through `Deref`,
-/// and as a `Stream` and `Sink` of [`Message`]s, so `split` works) that goes back to the
-/// session's task when the handler drops it, so that a shutdown can still send the close
-/// frame.
-///
-/// ```no_run
-/// # async fn handler(mut socket: livecount_tower::TrackedSocket) {
-/// use axum::extract::ws::Message;
-/// socket.send(Message::Text("hello".into())).await.ok(); // WebSocket's own methods
-/// let raw: axum::extract::ws::WebSocket = socket.into_inner(); // no close at shutdown then
-/// # let _ = raw;
-/// # }
-/// ```
-pub struct TrackedSocket {
-    socket: Option<WebSocket>,
-    home: Option<oneshot::Sender<WebSocket>>,
-}
-
-impl TrackedSocket {
-    /// The axum socket itself; a shutdown then ends the session but cannot send it a close
-    /// frame.
-    pub fn into_inner(mut self) -> WebSocket {
-        self.socket
-            .take()
-            .expect("a TrackedSocket holds its socket until dropped")
-    }
-
-    fn socket(self: Pin<&mut Self>) -> Pin<&mut WebSocket> {
-        Pin::new(self.get_mut().socket.as_mut().expect("held until dropped"))
-    }
-}
-
-impl Deref for TrackedSocket {
-    type Target = WebSocket;
-
-    fn deref(&self) -> &WebSocket {
-        self.socket.as_ref().expect("held until dropped")
-    }
-}
-
-impl DerefMut for TrackedSocket {
-    fn deref_mut(&mut self) -> &mut WebSocket {
-        self.socket.as_mut().expect("held until dropped")
-    }
-}
-
-impl Drop for TrackedSocket {
-    fn drop(&mut self) {
-        if let (Some(socket), Some(home)) = (self.socket.take(), self.home.take()) {
-            let _ = home.send(socket); // the task is gone if the handler finished: then drop it
-        }
-    }
-}
-
-impl Stream for TrackedSocket {
-    type Item = Result<Message, axum::Error>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.socket().poll_next(cx)
-    }
-}
-
-impl Sink<Message> for TrackedSocket {
-    type Error = axum::Error;
-
-    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.socket().poll_ready(cx)
-    }
-
-    fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Self::Error> {
-        self.socket().start_send(item)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.socket().poll_flush(cx)
-    }
-
-    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.socket().poll_close(cx)
-    }
-}
-
-impl fmt::Debug for TrackedSocket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TrackedSocket")
-            .field("held", &self.socket.is_some())
-            .finish()
     }
 }
