@@ -71,7 +71,9 @@
 //! # let _ = app;
 //! ```
 //!
-//! A client balancing on the backends' reports:
+//! A client balancing on the backends' reports ([`HttpLoadSource`] polls each backend's
+//! `/load`, the agent's [`livecount_report::ServedReport`], with hyper's HTTP/1 client;
+//! [`BackendLoad`] is the part of it a balancer routes on):
 //!
 //! ```no_run
 //! # #[tokio::main(flavor = "current_thread")]
@@ -156,7 +158,9 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //!   a Watch still open cut off after the bounded drain (`Shutdown`).
 //! * `tests/balance.rs`: a p2c balancer over two `/load` servers sends all 100 requests to
 //!   the less loaded one, follows the reports when they change, and never picks a backend
-//!   whose report is stale or missing over one with a fresh report.
+//!   whose report is stale or missing over one with a fresh report; [`HttpLoadSource`]
+//!   reads what `livecount-report`'s router serves, and (its unit tests) any HTTP/1
+//!   framing, within its timeout and 64 KiB bounds.
 //!
 //! # Performance
 //!

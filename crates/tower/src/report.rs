@@ -1,22 +1,26 @@
 //! [`BackendLoad`]: the part of a backend's load report a client routes on, and [`Metric`]:
 //! the number read from it.
 
-use serde::Deserialize;
+use livecount_report::{LoadReport, ServedReport};
 
-/// The fields of a backend's load report that a client routes on, as the livecount agent's
-/// `/load` JSON carries them (other fields are ignored).
+/// The fields of a backend's load report that a client routes on: an in-memory value, made
+/// from whatever carried the report. The wire formats are defined once, in
+/// `livecount-report`: the `/load` JSON is a [`ServedReport`] (decoded by
+/// [`HttpLoadSource`](crate::HttpLoadSource), converted with `From`), ORCA's named metrics
+/// are read by `OrcaLoadSource`.
 ///
 /// ```
+/// use livecount_report::{LoadReport, ServedReport};
 /// use livecount_tower::BackendLoad;
 ///
-/// let json = r#"{"name":"b1","sequence":7,"active":30,"effective_capacity":120.0,
-///                "headroom":90.0,"age_ms":40,"draining":false,"weight_percent":75}"#;
-/// let report: BackendLoad = serde_json::from_str(json).unwrap();
-/// assert_eq!((report.sequence, report.active, report.age_ms), (7, 30, 40));
-/// assert_eq!(report, BackendLoad::new(7, 30, 120.0).with_age_ms(40));
+/// let mut report = LoadReport::empty("b1");
+/// (report.sequence, report.active, report.effective_capacity, report.headroom) = (7, 30, 120.0, 90.0);
+/// let load = BackendLoad::from(&ServedReport::with_age(report, 40));
+/// assert_eq!((load.sequence, load.active, load.age_ms), (7, 30, 40));
+/// assert_eq!(load, BackendLoad::new(7, 30, 120.0).with_age_ms(40));
 /// ```
 #[non_exhaustive]
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BackendLoad {
     /// Increases with every report the backend takes; a repeated one is not news.
     pub sequence: u64,
@@ -26,17 +30,21 @@ pub struct BackendLoad {
     pub effective_capacity: f64,
     /// `effective_capacity − active`, as the backend computed it.
     pub headroom: f64,
-    /// How old the report was when it was served, in milliseconds (0 if absent).
-    #[serde(default)]
+    /// How old the report was when it was served, in milliseconds (0 for a source that
+    /// does not say).
     pub age_ms: u64,
     /// The backend is shutting down and wants no new work.
-    #[serde(default)]
     pub draining: bool,
 }
 
 impl BackendLoad {
     /// A fresh report (age 0, not draining) with `headroom = effective_capacity − active`:
     /// for sources other than `/load` (an ORCA stream, a test).
+    ///
+    /// ```
+    /// let load = livecount_tower::BackendLoad::new(3, 2, 8.0);
+    /// assert_eq!((load.headroom, load.age_ms, load.draining), (6.0, 0, false));
+    /// ```
     pub fn new(sequence: u64, active: u64, effective_capacity: f64) -> Self {
         BackendLoad {
             sequence,
@@ -58,6 +66,27 @@ impl BackendLoad {
     pub fn draining(mut self) -> Self {
         self.draining = true;
         self
+    }
+}
+
+/// The routing fields of a report read in this process (a relay, a test): age 0.
+impl From<&LoadReport> for BackendLoad {
+    fn from(report: &LoadReport) -> Self {
+        BackendLoad {
+            sequence: report.sequence,
+            active: report.active,
+            effective_capacity: report.effective_capacity,
+            headroom: report.headroom,
+            age_ms: 0,
+            draining: report.draining,
+        }
+    }
+}
+
+/// The routing fields of a `/load` body, with its `age_ms`.
+impl From<&ServedReport> for BackendLoad {
+    fn from(served: &ServedReport) -> Self {
+        BackendLoad::from(&served.report).with_age_ms(served.age_ms)
     }
 }
 
@@ -143,6 +172,23 @@ mod tests {
             ..BackendLoad::new(1, 0, -5.0)
         };
         assert_eq!(Metric::Occupancy.of(&negative), f64::INFINITY);
+    }
+
+    /// Every routing field comes from its own field of the report (distinct values, so a
+    /// field read from the wrong place shows), the headroom as the backend computed it.
+    #[test]
+    fn a_served_report_converts_field_by_field() {
+        let mut report = LoadReport::empty("b1");
+        (report.sequence, report.active) = (9, 4);
+        (report.effective_capacity, report.headroom) = (12.0, 7.5);
+        report.draining = true;
+        let load = BackendLoad::from(&ServedReport::with_age(report.clone(), 40));
+        let expected = BackendLoad {
+            headroom: 7.5,
+            ..BackendLoad::new(9, 4, 12.0).with_age_ms(40).draining()
+        };
+        assert_eq!(load, expected);
+        assert_eq!(BackendLoad::from(&report), expected.with_age_ms(0));
     }
 
     #[test]

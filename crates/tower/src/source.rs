@@ -2,12 +2,19 @@
 //! [`HttpLoadSource`]: polling the backend's `/load` JSON.
 
 use std::fmt;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::io;
 use std::net::SocketAddr;
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use http::header::{ACCEPT, CONNECTION, HOST};
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use livecount_report::ServedReport;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{Interval, MissedTickBehavior};
@@ -52,11 +59,22 @@ impl LoadSource for mpsc::Receiver<BackendLoad> {
     }
 }
 
-/// The largest `/load` response read, headers included; a longer one is an error.
-const MAX_RESPONSE_BYTES: u64 = 64 * 1024;
+/// The largest `/load` body read, and the largest response head: a longer one is an
+/// [`InvalidData`](io::ErrorKind::InvalidData) error, so a backend cannot make the balancer
+/// buffer without bound. A report with long names is still far below it.
+const MAX_BODY_BYTES: usize = 64 * 1024;
 
-/// Polls a backend's `/load` JSON over plain HTTP/1.0 (one short connection per poll, no
-/// client library) every interval; each poll is bounded by a timeout.
+/// Polls a backend's `/load` JSON (a [`ServedReport`]) every interval, over HTTP/1.1 with
+/// hyper's client: one short connection per poll (`Connection: close`), nothing kept
+/// between polls.
+///
+/// Every poll is bounded: connecting, sending the request and reading the whole response
+/// together take at most the [`timeout`](HttpLoadSource::timeout) (else a
+/// [`TimedOut`](io::ErrorKind::TimedOut) error), and the body at most 64 KiB, as is the
+/// response head. A status other than `200 OK`, a body longer than that or one that is not
+/// a [`ServedReport`] (see its compatibility rules: a body missing a routing field is
+/// refused) is an [`InvalidData`](io::ErrorKind::InvalidData) error. Any framing hyper
+/// reads is accepted: `Content-Length`, chunked, or until the connection closes.
 ///
 /// ```
 /// use livecount_tower::HttpLoadSource;
@@ -76,12 +94,19 @@ pub struct HttpLoadSource {
 }
 
 impl HttpLoadSource {
-    /// Polls `http://{addr}/load` every `period` (the first poll at once), each poll bounded
-    /// by `period` too unless [`timeout`](HttpLoadSource::timeout) says otherwise.
+    /// Polls `http://{addr}/load` ([`ServedReport::PATH`]) every `period` (the first poll
+    /// at once), each poll bounded by `period` too unless
+    /// [`timeout`](HttpLoadSource::timeout) says otherwise.
     ///
     /// # Panics
     ///
     /// If `period` is zero.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let source = livecount_tower::HttpLoadSource::new("10.0.0.1:9000".parse().unwrap(), Duration::from_secs(1));
+    /// # let _ = source;
+    /// ```
     pub fn new(addr: SocketAddr, period: Duration) -> Self {
         assert!(
             !period.is_zero(),
@@ -89,14 +114,14 @@ impl HttpLoadSource {
         );
         HttpLoadSource {
             addr,
-            path: "/load".to_owned(),
+            path: ServedReport::PATH.to_owned(),
             period,
             timeout: period,
             interval: None,
         }
     }
 
-    /// Polls `path` instead of `/load`.
+    /// Polls `path` (an origin-form target: `/load`, `/agent/load?x=1`) instead of `/load`.
     pub fn path(mut self, path: impl Into<String>) -> Self {
         self.path = path.into();
         self
@@ -108,22 +133,36 @@ impl HttpLoadSource {
         self
     }
 
+    /// One poll, unbounded in time (the caller bounds it): connect, one exchange, the
+    /// body decoded.
     async fn fetch(&self) -> io::Result<BackendLoad> {
-        let mut stream = TcpStream::connect(self.addr).await?;
-        let request = format!(
-            "GET {} HTTP/1.0\r\nHost: {}\r\nAccept: application/json\r\n\r\n",
-            self.path, self.addr
-        );
-        stream.write_all(request.as_bytes()).await?;
-        let mut response = Vec::new();
-        (&mut stream)
-            .take(MAX_RESPONSE_BYTES + 1)
-            .read_to_end(&mut response)
-            .await?;
-        if response.len() as u64 > MAX_RESPONSE_BYTES {
-            return Err(invalid("the /load response is too long"));
-        }
-        parse_response(&response)
+        let request = Request::get(self.path.as_str())
+            .header(HOST, self.addr.to_string())
+            .header(ACCEPT, "application/json")
+            .header(CONNECTION, "close")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let stream = TcpStream::connect(self.addr).await?;
+        let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+            .max_header_size(MAX_BODY_BYTES)
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(hyper_error)?;
+        let exchange = async move {
+            let response = sender.send_request(request).await.map_err(hyper_error)?;
+            if response.status() != StatusCode::OK {
+                let status = response.status();
+                return Err(invalid(&format!("unexpected status: {status}")));
+            }
+            let body = Limited::new(response.into_body(), MAX_BODY_BYTES)
+                .collect()
+                .await
+                .map_err(body_error)?
+                .to_bytes();
+            let served: ServedReport = serde_json::from_slice(&body)?;
+            Ok(BackendLoad::from(&served))
+        };
+        alongside(connection, exchange).await
     }
 }
 
@@ -155,113 +194,261 @@ impl fmt::Debug for HttpLoadSource {
     }
 }
 
+/// Runs `exchange` while driving `connection` (hyper's reads and writes for it) in this
+/// same future, rather than in a spawned task: dropping the poll (its timeout) drops the
+/// connection too, so nothing outlives the bound.
+async fn alongside<T>(
+    connection: impl Future<Output = hyper::Result<()>>,
+    exchange: impl Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    let mut connection = pin!(connection);
+    let mut exchange = pin!(exchange);
+    let mut connection_done = false;
+    poll_fn(|cx| {
+        if !connection_done {
+            match connection.as_mut().poll(cx) {
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(hyper_error(e))),
+                // Closed after the response: what it read is queued for the exchange.
+                Poll::Ready(Ok(())) => connection_done = true,
+                Poll::Pending => {}
+            }
+        }
+        exchange.as_mut().poll(cx)
+    })
+    .await
+}
+
 /// An `InvalidData` error saying `what` (a report that is not one).
 pub(crate) fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
-/// The report in a whole HTTP/1.x response: status 200, not chunked, a JSON body.
-fn parse_response(response: &[u8]) -> io::Result<BackendLoad> {
-    let split = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| invalid("no end of headers"))?;
-    let head = std::str::from_utf8(&response[..split]).map_err(|_| invalid("headers not UTF-8"))?;
-    let mut lines = head.split("\r\n");
-    let status = lines.next().unwrap_or_default();
-    if status.split(' ').nth(1) != Some("200") {
-        return Err(invalid(&format!("unexpected status: {status}")));
+/// A hyper error as the I/O error it is: the socket's own error, `InvalidData` for a
+/// response that is not HTTP (or whose head is over the bound), `UnexpectedEof` for one
+/// cut short.
+fn hyper_error(e: hyper::Error) -> io::Error {
+    let kind = if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() {
+        io::ErrorKind::InvalidData
+    } else if e.is_incomplete_message() {
+        io::ErrorKind::UnexpectedEof
+    } else {
+        let source = std::error::Error::source(&e);
+        source
+            .and_then(|s| s.downcast_ref::<io::Error>())
+            .map_or(io::ErrorKind::Other, io::Error::kind)
+    };
+    io::Error::new(kind, e)
+}
+
+/// An error reading the body: over the length bound (`InvalidData`), or hyper's.
+fn body_error(e: Box<dyn std::error::Error + Send + Sync>) -> io::Error {
+    if e.is::<LengthLimitError>() {
+        return invalid("the /load body is longer than 64 KiB");
     }
-    let chunked = lines.any(|line| {
-        let line = line.to_ascii_lowercase();
-        line.starts_with("transfer-encoding:") && line.contains("chunked")
-    });
-    if chunked {
-        return Err(invalid("chunked /load responses are not supported"));
+    match e.downcast::<hyper::Error>() {
+        Ok(e) => hyper_error(*e),
+        Err(e) => io::Error::other(e),
     }
-    serde_json::from_slice(&response[split + 4..]).map_err(io::Error::from)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use livecount_report::LoadReport;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
 
-    #[test]
-    fn a_response_parses_to_its_report() {
-        let ok = b"HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n\
-            {\"sequence\":3,\"active\":2,\"effective_capacity\":8.0,\"headroom\":6.0,\"age_ms\":5}";
-        assert_eq!(
-            parse_response(ok).unwrap(),
-            BackendLoad::new(3, 2, 8.0).with_age_ms(5)
+    /// The agent's encoding of a report with distinct routing figures: 3 / 2 / 8 / 5 ms.
+    fn body() -> String {
+        let mut report = LoadReport::empty("b1");
+        (report.sequence, report.active) = (3, 2);
+        (report.effective_capacity, report.headroom) = (8.0, 6.0);
+        serde_json::to_string(&ServedReport::with_age(report, 5)).unwrap()
+    }
+
+    fn expected() -> BackendLoad {
+        BackendLoad::new(3, 2, 8.0).with_age_ms(5)
+    }
+
+    /// A server answering one connection with `response` (written as is, then closed), and
+    /// the request head it read.
+    async fn serve_once(response: impl Into<Vec<u8>>) -> (SocketAddr, Arc<Mutex<String>>) {
+        let response = response.into();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let head = Arc::new(Mutex::new(String::new()));
+        let seen = Arc::clone(&head);
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.ends_with(b"\r\n\r\n") {
+                match socket.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            *seen.lock().unwrap() = String::from_utf8_lossy(&request).into_owned();
+            let _ = socket.write_all(&response).await;
+        });
+        (addr, head)
+    }
+
+    fn source(addr: SocketAddr) -> HttpLoadSource {
+        HttpLoadSource::new(addr, Duration::from_secs(5))
+    }
+
+    /// One poll of `source`, failing the test (not hanging it) if it never finishes.
+    async fn fetch(source: &HttpLoadSource) -> io::Result<BackendLoad> {
+        let poll = tokio::time::timeout(Duration::from_secs(10), source.fetch());
+        poll.await.expect("a poll of a server that closes finishes")
+    }
+
+    fn ok_with_length(body: &str) -> String {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    fn ok_chunked(body: &str) -> String {
+        let (a, b) = body.split_at(body.len() / 2);
+        format!(
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+            a.len(),
+            b.len()
+        )
+    }
+
+    fn ok_until_close(body: &str) -> String {
+        format!("HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n{body}")
+    }
+
+    /// The request is a GET of the path, for the host, asking for JSON and a closed
+    /// connection; the response's report is decoded.
+    #[tokio::test]
+    async fn a_poll_gets_the_path_and_decodes_the_report() {
+        let (addr, head) = serve_once(ok_with_length(&body())).await;
+        let load = fetch(&source(addr).path("/agent/load?v=1")).await.unwrap();
+        assert_eq!(load, expected());
+        let head = head.lock().unwrap().to_ascii_lowercase();
+        assert!(
+            head.starts_with("get /agent/load?v=1 http/1.1\r\n"),
+            "{head}"
         );
+        assert!(head.contains(&format!("host: {addr}\r\n")), "{head}");
+        assert!(head.contains("accept: application/json\r\n"), "{head}");
+        assert!(head.contains("connection: close\r\n"), "{head}");
     }
 
-    /// Only a `Transfer-Encoding` that says chunked is refused: another header mentioning
-    /// "chunked", or an identity encoding, is an ordinary response.
-    #[test]
-    fn only_a_chunked_transfer_encoding_is_refused() {
-        let body = "{\"sequence\":3,\"active\":2,\"effective_capacity\":8.0,\"headroom\":6.0,\"age_ms\":5}";
-        for header in ["X-Note: not chunked at all", "Transfer-Encoding: identity"] {
-            let response = format!("HTTP/1.0 200 OK\r\n{header}\r\n\r\n{body}");
-            assert!(parse_response(response.as_bytes()).is_ok(), "{header}");
-        }
-        let chunked = format!("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n{body}");
-        assert!(parse_response(chunked.as_bytes()).is_err());
-    }
-
-    #[test]
-    fn bad_responses_are_errors() {
-        for bad in [
-            &b"HTTP/1.0 503 Service Unavailable\r\n\r\n{}"[..],
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{...}",
-            b"HTTP/1.0 200 OK\r\n\r\n{\"active\":1}",
-            b"HTTP/1.0 200 OK\r\nno end",
+    /// Chunked, `Content-Length` and close-delimited bodies all read the same report.
+    #[tokio::test]
+    async fn every_http1_framing_reads_the_same_report() {
+        let json = body();
+        for response in [
+            ok_with_length(&json),
+            ok_chunked(&json),
+            ok_until_close(&json),
         ] {
+            let (addr, _) = serve_once(response.clone()).await;
             assert_eq!(
-                parse_response(bad).unwrap_err().kind(),
-                io::ErrorKind::InvalidData
+                fetch(&source(addr)).await.unwrap(),
+                expected(),
+                "{response}"
             );
         }
     }
 
-    /// Serves one `/load` response whose JSON body is padded with spaces to `len` bytes.
-    async fn serve_once(len: usize) -> SocketAddr {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = [0u8; 1024];
-            let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut request).await;
-            let head = "HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n";
-            let json =
-                r#"{"sequence":3,"active":2,"effective_capacity":8.0,"headroom":6.0,"age_ms":5}"#;
-            let pad = len.saturating_sub(head.len() + json.len());
-            let response = format!("{head}{json}{}", " ".repeat(pad));
-            let _ = socket.write_all(response.as_bytes()).await;
-        });
-        addr
+    /// A body is read up to 64 KiB (a report with long names is still a report) and refused
+    /// beyond, whatever its framing, so a backend cannot make the balancer buffer without
+    /// bound.
+    #[tokio::test]
+    async fn bodies_up_to_64_kib_are_read_and_longer_ones_refused() {
+        let padded = |len: usize| {
+            let json = body();
+            format!("{json}{}", " ".repeat(len - json.len()))
+        };
+        for frame in [ok_with_length, ok_chunked, ok_until_close] {
+            for len in [40 * 1024, 64 * 1024] {
+                let (addr, _) = serve_once(frame(&padded(len))).await;
+                assert_eq!(fetch(&source(addr)).await.unwrap(), expected(), "{len}");
+            }
+            let (addr, _) = serve_once(frame(&padded(64 * 1024 + 1))).await;
+            let err = fetch(&source(addr)).await.unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        }
     }
 
-    /// A `/load` response is read up to 64 KiB (a report with long names is still a report)
-    /// and refused beyond, so a backend cannot make the balancer buffer without bound.
+    /// Not a report, not a 200, not HTTP, or a head over the bound: each an `InvalidData`
+    /// error, never a load.
     #[tokio::test]
-    async fn responses_up_to_64_kib_are_read_and_longer_ones_refused() {
-        let period = Duration::from_secs(1);
-        let big = HttpLoadSource::new(serve_once(40 * 1024).await, period);
-        assert_eq!(
-            big.fetch().await.unwrap(),
-            BackendLoad::new(3, 2, 8.0).with_age_ms(5)
+    async fn bad_responses_are_invalid_data() {
+        let mut missing =
+            serde_json::to_value(serde_json::from_str::<ServedReport>(&body()).unwrap()).unwrap();
+        missing.as_object_mut().unwrap().remove("active");
+        let huge_header = format!("x-pad: {}", "a".repeat(MAX_BODY_BYTES));
+        let bad = [
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n".to_owned(),
+            format!(
+                "HTTP/1.1 404 Not Found\r\ncontent-length: {}\r\n\r\n{}",
+                body().len(),
+                body()
+            ),
+            ok_with_length(&missing.to_string()),
+            ok_with_length("{\"active\":1}"),
+            ok_with_length("not json"),
+            "SSH-2.0-OpenSSH_9.6\r\n\r\n".to_owned(),
+            format!(
+                "HTTP/1.1 200 OK\r\n{huge_header}\r\ncontent-length: {}\r\n\r\n{}",
+                body().len(),
+                body()
+            ),
+        ];
+        for response in bad {
+            let (addr, _) = serve_once(response.clone()).await;
+            let err = fetch(&source(addr)).await.unwrap_err();
+            let shown: String = response.chars().take(60).collect();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{shown}: {err}");
+        }
+    }
+
+    /// A body cut short of its `Content-Length` is an error, not the part that came.
+    #[tokio::test]
+    async fn a_truncated_body_is_an_error() {
+        let json = body();
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{json}",
+            json.len() + 10
         );
-        let exact = HttpLoadSource::new(serve_once(64 * 1024).await, period);
-        assert!(
-            exact.fetch().await.is_ok(),
-            "64 KiB exactly is within the bound"
-        );
-        let over = HttpLoadSource::new(serve_once(64 * 1024 + 1).await, period);
-        assert_eq!(
-            over.fetch().await.unwrap_err().kind(),
-            io::ErrorKind::InvalidData
-        );
+        let (addr, _) = serve_once(response).await;
+        assert!(fetch(&source(addr)).await.is_err());
+    }
+
+    /// The timeout bounds the whole poll: a backend that sends its head and then nothing
+    /// (or nothing at all) costs one timeout, then a `TimedOut` error.
+    #[tokio::test]
+    async fn a_stalled_response_times_out_within_the_timeout() {
+        let head_only = "HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{";
+        for stall in [head_only, ""] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = tokio::spawn(async move {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let _ = socket.read(&mut [0u8; 1024]).await;
+                let _ = socket.write_all(stall.as_bytes()).await;
+                std::future::pending::<()>().await; // holds the socket open
+            });
+            let timeout = Duration::from_millis(200);
+            let mut source = source(addr).timeout(timeout);
+            let started = tokio::time::Instant::now();
+            let err = source.next_report().await.unwrap().unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{stall:?}: {err}");
+            let took = started.elapsed();
+            assert!(took >= timeout && took < Duration::from_secs(3), "{took:?}");
+            server.abort();
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A tower p2c balancer over `SessionLoad` services fed by real `/load` servers on loopback
 //! routes new work on the backends' reports: to the less loaded one, following the reports
-//! as they change, and never to a backend whose report is stale or missing.
+//! as they change, and never to a backend whose report is stale or missing. The servers
+//! send the agent's own encoding (`ServedReport`), and one test polls the agent's router.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -10,8 +11,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use livecount_tower::{HttpLoadSource, LoadFeed, Metric, SessionLoad};
-use serde_json::{Value, json};
+use livecount_report::{LoadReport, ServedReport};
+use livecount_tower::{BackendLoad, HttpLoadSource, LoadFeed, LoadSource, Metric, SessionLoad};
 use tokio::task::JoinHandle;
 use tower::balance::p2c::Balance;
 use tower::discover::ServiceList;
@@ -22,17 +23,14 @@ const PERIOD: Duration = Duration::from_millis(50);
 const MAX_AGE: Duration = Duration::from_secs(2);
 const WAIT: Duration = Duration::from_secs(10);
 
-/// A report in the agent's `/load` format (every field, as the agent serves it).
-fn report(sequence: u64, active: u64, age_ms: u64) -> Value {
-    let capacity = 100.0;
-    json!({
-        "name": "backend", "sequence": sequence, "taken_at_unix_ms": 1_764_000_000_000u64,
-        "active": active, "listening": active, "generating": 0, "started": active, "ended": 0,
-        "ended_by_reason": {"completed": 0}, "rejected": 0, "pretend_qps": active as f64 / 10.0,
-        "utilisation": 0.1, "raw_utilisation": 0.1, "effective_capacity": capacity,
-        "headroom": capacity - active as f64, "weight_percent": 50, "draining": false,
-        "age_ms": age_ms,
-    })
+/// A `/load` body as the agent serves it: a report of `active` sessions out of 100, served
+/// `age_ms` after it was taken.
+fn report(sequence: u64, active: u64, age_ms: u64) -> ServedReport {
+    let mut report = LoadReport::empty("backend");
+    (report.sequence, report.active, report.listening) = (sequence, active, active);
+    report.started = active;
+    (report.effective_capacity, report.headroom) = (100.0, 100.0 - active as f64);
+    ServedReport::with_age(report, age_ms)
 }
 
 /// A tiny backend serving, at `/load`, a report of the `(active, age_ms)` its cell holds,
@@ -194,6 +192,44 @@ async fn a_backend_that_stops_reporting_goes_stale_within_max_age() {
     stale
         .await
         .expect("stale within max_age (2 s), waited at most 10 s");
+}
+
+/// `HttpLoadSource` reads what the agent's router serves: the board's sequence, active count,
+/// capacity and headroom, a fresh age, and draining once the board drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_source_reads_what_the_agents_router_serves() {
+    use livecount_capacity::CapacityConfig;
+    use livecount_report::{LoadBoard, ManualUtilisation};
+    use livecount_session::SessionTracker;
+
+    let second = Duration::from_secs(1);
+    let (cpu, set_cpu) = ManualUtilisation::new();
+    let config = CapacityConfig::new(0.8, 2.0, second, second).unwrap();
+    let board = Arc::new(LoadBoard::builder("b1", config).utilisation(cpu).build());
+    let tracker: SessionTracker = SessionTracker::default();
+    let sessions: Vec<_> = (0..3).map(|_| tracker.start()).collect();
+    set_cpu.set(0.2);
+    let published = board.publish(tracker.snapshot());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app: Router = livecount_report::router(Arc::clone(&board));
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let mut source = HttpLoadSource::new(addr, PERIOD);
+    let load = source.next_report().await.unwrap().unwrap();
+    let expected = BackendLoad::from(&*published);
+    assert_eq!((load.sequence, load.active), (published.sequence, 3));
+    assert_eq!(
+        (load.effective_capacity, load.headroom, load.draining),
+        (expected.effective_capacity, expected.headroom, false)
+    );
+    assert!(load.age_ms < 60_000, "{load:?}");
+
+    let drained = board.set_draining(tracker.snapshot());
+    let load = source.next_report().await.unwrap().unwrap();
+    assert_eq!((load.sequence, load.draining), (drained.sequence, true));
+    drop(sessions);
+    server.abort();
 }
 
 /// What a balancer compares: a known load reads back exactly, anything not a finite number
