@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use http::{HeaderMap, StatusCode};
@@ -9,6 +10,9 @@ use http_body::{Body, Frame, SizeHint};
 use livecount::{Counter, PerThread};
 use livecount_session::{EndReason, Session};
 use pin_project_lite::pin_project;
+
+use crate::limits::Limit;
+use crate::watch::Watch;
 
 pin_project! {
     /// The response body [`SessionService`](crate::SessionService) returns: the inner body,
@@ -21,7 +25,10 @@ pin_project! {
     /// * the body yields an error → [`Failed`](EndReason::Failed);
     /// * the body is dropped before its end (the client went away, the stream was
     ///   cancelled) → [`Cancelled`](EndReason::Cancelled), unless the outcome was already a
-    ///   failure (a 5xx that the client did not read to the end is still a failure).
+    ///   failure (a 5xx that the client did not read to the end is still a failure);
+    /// * a [limit](crate::StreamLimits) ended the session → the inner body is dropped and the
+    ///   body ends: with trailers carrying the limit's `grpc-status` for a gRPC response,
+    ///   at once for any other.
     ///
     /// A body of a request the layer's predicate did not count holds no session and passes
     /// everything through.
@@ -43,10 +50,14 @@ pin_project! {
     /// # }
     /// ```
     pub struct SessionBody<B, C: Counter = PerThread, M = ()> {
+        // `None` once a limit cut the body, or for an answer the layer made itself.
         #[pin]
-        inner: B,
+        inner: Option<B>,
         session: Option<Session<C, M>>,
+        watch: Option<Arc<Watch<C, M>>>,
         outcome: EndReason,
+        // Whether the response is gRPC: a cut ends with the limit's status in trailers.
+        grpc: bool,
     }
 
     impl<B, C: Counter, M> PinnedDrop for SessionBody<B, C, M> {
@@ -76,10 +87,34 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
         session: Option<Session<C, M>>,
         outcome: EndReason,
     ) -> Self {
+        SessionBody::watched(inner, session, None, outcome, false)
+    }
+
+    /// Wraps `inner` of a request under `watch` (if any).
+    pub(crate) fn watched(
+        inner: B,
+        session: Option<Session<C, M>>,
+        watch: Option<Arc<Watch<C, M>>>,
+        outcome: EndReason,
+        grpc: bool,
+    ) -> Self {
         SessionBody {
-            inner,
+            inner: Some(inner),
             session,
+            watch,
             outcome,
+            grpc,
+        }
+    }
+
+    /// The body of an answer the layer made itself: empty, holding no session.
+    pub(crate) fn local() -> Self {
+        SessionBody {
+            inner: None,
+            session: None,
+            watch: None,
+            outcome: EndReason::Completed,
+            grpc: false,
         }
     }
 
@@ -97,6 +132,48 @@ fn finish<C: Counter, M>(slot: &mut Option<Session<C, M>>, reason: EndReason) {
     }
 }
 
+/// What a body's `poll_frame` is ready with.
+type Polled<B> = Option<Result<Frame<<B as Body>::Data>, <B as Body>::Error>>;
+
+/// What a watched body does next.
+enum Step<T> {
+    /// Pass on what the inner body gave.
+    Inner(Poll<T>),
+    /// A limit ended the session: cut the body.
+    Cut(Limit),
+}
+
+impl<B: Body, C: Counter, M> SessionBody<B, C, M> {
+    /// Polls the inner body of a live session under `watch`, noting the transport's poll and
+    /// checking for a limit's end first; registers for the end while the inner body waits.
+    fn poll_watched(
+        inner: Pin<&mut B>,
+        session: &Session<C, M>,
+        watch: &Watch<C, M>,
+        cx: &mut Context<'_>,
+    ) -> Step<Polled<B>> {
+        watch.polled();
+        if let Some(limit) = watch.ended_by(session.reason()) {
+            return Step::Cut(limit);
+        }
+        match inner.poll_frame(cx) {
+            Poll::Ready(frame) => {
+                if let Some(Ok(_)) = frame {
+                    watch.yielded();
+                }
+                Step::Inner(Poll::Ready(frame))
+            }
+            Poll::Pending => match session.poll_ended(cx) {
+                Poll::Ready(reason) => match watch.ended_by(Some(reason)) {
+                    Some(limit) => Step::Cut(limit),
+                    None => Step::Inner(Poll::Pending),
+                },
+                Poll::Pending => Step::Inner(Poll::Pending),
+            },
+        }
+    }
+}
+
 impl<B: Body, C: Counter, M> Body for SessionBody<B, C, M> {
     type Data = B::Data;
     type Error = B::Error;
@@ -106,16 +183,38 @@ impl<B: Body, C: Counter, M> Body for SessionBody<B, C, M> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let mut this = self.project();
-        if this.session.is_none() {
-            return this.inner.poll_frame(cx); // not counted, or already ended
-        }
-        let frame = ready!(this.inner.as_mut().poll_frame(cx));
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return Poll::Ready(None); // cut, or made by the layer: nothing (left) to send
+        };
+        let Some(session) = this.session.as_ref() else {
+            return inner.poll_frame(cx); // not counted, or already ended
+        };
+        let step = match this.watch.as_deref() {
+            Some(watch) => Self::poll_watched(inner, session, watch, cx),
+            None => Step::Inner(inner.poll_frame(cx)),
+        };
+        let frame = match step {
+            Step::Inner(polled) => ready!(polled),
+            Step::Cut(limit) => {
+                this.session.take(); // ended by the limit
+                this.inner.set(None);
+                let trailers = this.grpc.then(|| limit.grpc_headers());
+                return Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))));
+            }
+        };
+        let at_end = || {
+            this.inner
+                .as_ref()
+                .get_ref()
+                .as_ref()
+                .is_some_and(B::is_end_stream)
+        };
         match &frame {
             Some(Ok(frame)) => {
                 if let Some(trailers) = frame.trailers_ref() {
                     *this.outcome = grpc_outcome(trailers).unwrap_or(*this.outcome);
                 }
-                if this.inner.is_end_stream() {
+                if at_end() {
                     finish(this.session, *this.outcome);
                 }
             }
@@ -126,7 +225,10 @@ impl<B: Body, C: Counter, M> Body for SessionBody<B, C, M> {
     }
 
     fn is_end_stream(&self) -> bool {
-        let end = self.inner.is_end_stream();
+        let Some(inner) = &self.inner else {
+            return true;
+        };
+        let end = inner.is_end_stream();
         if end && let Some(session) = &self.session {
             // A body that is empty from the start is never polled (hyper asks this first and
             // drops it); end here so that it counts as completed, not cancelled. `end` takes
@@ -137,7 +239,10 @@ impl<B: Body, C: Counter, M> Body for SessionBody<B, C, M> {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            Some(inner) => inner.size_hint(),
+            None => SizeHint::with_exact(0),
+        }
     }
 }
 
@@ -147,7 +252,7 @@ impl<B: fmt::Debug, C: Counter, M> fmt::Debug for SessionBody<B, C, M> {
             .field("inner", &self.inner)
             .field("session", &self.session)
             .field("outcome", &self.outcome)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

@@ -3,14 +3,18 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use http::{Method, Response, StatusCode};
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderValue, Method, Response, StatusCode};
 use livecount::{Counter, PerThread};
 use livecount_session::{EndReason, Session};
 use pin_project_lite::pin_project;
 
 use crate::body::{SessionBody, head_outcome};
+use crate::limits::{Limit, is_grpc};
+use crate::watch::Watch;
 
 pin_project! {
     /// The future [`SessionService`](crate::SessionService) returns. On the response it moves
@@ -39,10 +43,16 @@ pin_project! {
     /// ```
     #[must_use = "futures do nothing unless polled; dropping this ends the session `Cancelled`"]
     pub struct ResponseFuture<F, C: Counter = PerThread, M = ()> {
+        // `None`: refused at admission, the inner service never called.
         #[pin]
-        inner: F,
+        inner: Option<F>,
         session: Option<Session<C, M>>,
+        watch: Option<Arc<Watch<C, M>>>,
         request: RequestKind,
+        // Whether the request is gRPC: the layer's own answers are then gRPC statuses.
+        grpc: bool,
+        // The `Retry-After` seconds of a plain refusal.
+        retry_after: u64,
     }
 
     impl<F, C: Counter, M> PinnedDrop for ResponseFuture<F, C, M> {
@@ -55,12 +65,79 @@ pin_project! {
 }
 
 impl<F, C: Counter, M> ResponseFuture<F, C, M> {
-    pub(crate) fn new(inner: F, session: Option<Session<C, M>>, request: RequestKind) -> Self {
+    /// The future of `inner`, called for a request counted as `session` (if any) and
+    /// watched under `watch` (if any).
+    pub(crate) fn new(
+        inner: F,
+        session: Option<Session<C, M>>,
+        watch: Option<Arc<Watch<C, M>>>,
+        request: RequestKind,
+        grpc: bool,
+    ) -> Self {
         ResponseFuture {
-            inner,
+            inner: Some(inner),
             session,
+            watch,
             request,
+            grpc,
+            retry_after: 0,
         }
+    }
+
+    /// The layer's refusal at capacity: a gRPC `RESOURCE_EXHAUSTED`, or a 503 with
+    /// `Retry-After: retry_after` seconds.
+    pub(crate) fn refused(grpc: bool, retry_after: u64) -> Self {
+        ResponseFuture {
+            inner: None,
+            session: None,
+            watch: None,
+            request: RequestKind::Other,
+            grpc,
+            retry_after,
+        }
+    }
+}
+
+/// An answer the layer makes itself, for `limit`: a trailers-only gRPC status, or the
+/// limit's HTTP status (with `Retry-After` at capacity).
+fn answer<B, C: Counter, M>(
+    limit: Limit,
+    grpc: bool,
+    retry_after: u64,
+) -> Response<SessionBody<B, C, M>> {
+    let mut response = Response::new(SessionBody::local());
+    if grpc {
+        let headers = response.headers_mut();
+        *headers = limit.grpc_headers();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    } else {
+        *response.status_mut() = limit.http_status();
+        if limit == Limit::AtCapacity {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, retry_after.into());
+        }
+    }
+    response
+}
+
+/// Polls `inner` for a live session under `watch`: a limit's end first, and registered for
+/// the end while the inner future waits.
+fn poll_watched<F: Future, C: Counter, M>(
+    inner: Pin<&mut F>,
+    session: &Session<C, M>,
+    watch: &Watch<C, M>,
+    cx: &mut Context<'_>,
+) -> Result<Poll<F::Output>, Limit> {
+    if let Some(limit) = watch.ended_by(session.reason()) {
+        return Err(limit);
+    }
+    match inner.poll(cx) {
+        Poll::Ready(output) => Ok(Poll::Ready(output)),
+        Poll::Pending => match session.poll_ended(cx) {
+            Poll::Ready(reason) => watch.ended_by(Some(reason)).map_or(Ok(Poll::Pending), Err),
+            Poll::Pending => Ok(Poll::Pending),
+        },
     }
 }
 
@@ -72,12 +149,38 @@ where
     type Output = Result<Response<SessionBody<B, C, M>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let result = ready!(this.inner.poll(cx));
+        let mut this = self.project();
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return Poll::Ready(Ok(answer(Limit::AtCapacity, *this.grpc, *this.retry_after)));
+        };
+        let polled = match (this.session.as_ref(), this.watch.as_deref()) {
+            (Some(session), Some(watch)) => poll_watched(inner, session, watch, cx),
+            _ => Ok(inner.poll(cx)),
+        };
+        // A limit that ended the session while the inner future ran (a request message
+        // above the limit, read by the handler) answers instead of the handler.
+        let limit = match polled {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(result)) => match (this.session.as_ref(), this.watch.as_deref()) {
+                (Some(session), Some(watch)) => watch.ended_by(session.reason()).ok_or(result),
+                _ => Err(result),
+            },
+            Err(limit) => Ok(limit),
+        };
+        let result = match limit {
+            Ok(limit) => {
+                this.session.take(); // ended by the limit
+                this.inner.set(None);
+                return Poll::Ready(Ok(answer(limit, *this.grpc, 0)));
+            }
+            Err(result) => result,
+        };
         let session = this.session.take();
+        let watch = this.watch.take();
         Poll::Ready(match result {
             Ok(response) => {
                 let outcome = head_outcome(response.status(), response.headers());
+                let grpc = is_grpc(response.headers());
                 let session = match this.request.has_body(response.status()) {
                     true => session,
                     false => {
@@ -88,7 +191,8 @@ where
                         None
                     }
                 };
-                Ok(response.map(|body| SessionBody::with_outcome(body, session, outcome)))
+                let watch = watch.filter(|_| session.is_some());
+                Ok(response.map(|body| SessionBody::watched(body, session, watch, outcome, grpc)))
             }
             Err(error) => {
                 if let Some(session) = session {

@@ -2,15 +2,20 @@
 //! body ends; [`Predicate`] and [`CountAll`]: which requests count.
 
 use std::fmt;
+use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::{Request, Response};
 use livecount::{Counter, PerThread};
-use livecount_session::SessionTracker;
+use livecount_session::{Session, SessionTracker};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::future::{RequestKind, ResponseFuture};
+use crate::limits::{StreamLimits, Unwatched, Watched, is_grpc};
+use crate::request_body::RequestBody;
+use crate::watch::{Watch, Watcher};
 
 /// Which requests a [`SessionLayer`] counts. Implemented by [`CountAll`] and by every
 /// `Fn(&Request<B>) -> bool` (`Clone` if the layer is to be cloned).
@@ -91,29 +96,39 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// assert_eq!((s.active, s.ended_by(EndReason::Completed)), (0, 1));
 /// # }
 /// ```
-pub struct SessionLayer<C: Counter = PerThread, M = (), P = CountAll> {
+pub struct SessionLayer<C: Counter = PerThread, M = (), P = CountAll, R = Unwatched> {
     tracker: SessionTracker<C, M>,
     predicate: P,
+    limits: StreamLimits,
+    watcher: Option<Arc<Watcher<C, M>>>,
+    mode: R,
 }
 
 impl<C: Counter, M> SessionLayer<C, M> {
-    /// Counts every request on `tracker`.
+    /// Counts every request on `tracker`, under the default [`StreamLimits`] (a session at
+    /// most an hour long, a response frame waiting at most 30 s for a reader).
     ///
     /// ```
     /// # use livecount_session::SessionTracker;
+    /// use livecount_tower::StreamLimits;
+    ///
     /// let tracker: SessionTracker = SessionTracker::new();
     /// let layer = livecount_tower::SessionLayer::new(tracker.clone());
-    /// # let _ = layer;
+    /// assert_eq!(*layer.limits(), StreamLimits::default());
     /// ```
     pub fn new(tracker: SessionTracker<C, M>) -> Self {
+        let limits = StreamLimits::default();
         SessionLayer {
             tracker,
             predicate: CountAll,
+            watcher: Watcher::new(&limits),
+            limits,
+            mode: Unwatched,
         }
     }
 }
 
-impl<C: Counter, M, P> SessionLayer<C, M, P> {
+impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
     /// Counts only the requests `predicate` accepts; the others pass through uncounted.
     ///
     /// ```
@@ -134,10 +149,13 @@ impl<C: Counter, M, P> SessionLayer<C, M, P> {
     /// assert_eq!(tracker.snapshot().started, 0);
     /// # }
     /// ```
-    pub fn with_predicate<Q>(self, predicate: Q) -> SessionLayer<C, M, Q> {
+    pub fn with_predicate<Q>(self, predicate: Q) -> SessionLayer<C, M, Q, R> {
         SessionLayer {
             tracker: self.tracker,
             predicate,
+            limits: self.limits,
+            watcher: self.watcher,
+            mode: self.mode,
         }
     }
 
@@ -145,41 +163,150 @@ impl<C: Counter, M, P> SessionLayer<C, M, P> {
     pub fn tracker(&self) -> &SessionTracker<C, M> {
         &self.tracker
     }
+
+    /// The limits requests are held to.
+    pub fn limits(&self) -> &StreamLimits {
+        &self.limits
+    }
+
+    /// Ends a session `TimedOut` this long after `call` (`None`: never). Default: an hour
+    /// ([`DEFAULT_MAX_SESSION`](crate::DEFAULT_MAX_SESSION), which says why).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let tracker: livecount_session::SessionTracker = Default::default();
+    /// let layer = livecount_tower::SessionLayer::new(tracker).max_session(Duration::from_secs(1200));
+    /// assert_eq!(layer.limits().max_session(), Some(Duration::from_secs(1200)));
+    /// ```
+    pub fn max_session(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.limits.max_session = limit.into();
+        self.rebuilt()
+    }
+
+    /// Ends a session `Disconnected` when a response frame waits this long for the transport
+    /// to take it (`None`: never). Default: 30 s
+    /// ([`DEFAULT_WRITE_TIMEOUT`](crate::DEFAULT_WRITE_TIMEOUT), which says why).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let tracker: livecount_session::SessionTracker = Default::default();
+    /// let layer = livecount_tower::SessionLayer::new(tracker).write_timeout(Duration::from_secs(10));
+    /// assert_eq!(layer.limits().write_timeout(), Some(Duration::from_secs(10)));
+    /// ```
+    pub fn write_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.limits.write_timeout = limit.into();
+        self.rebuilt()
+    }
+
+    /// The `Retry-After` of a plain HTTP 503 at the tracker's cap (whole seconds, rounded
+    /// up). Default: 1 s ([`DEFAULT_RETRY_AFTER`](crate::DEFAULT_RETRY_AFTER)).
+    pub fn retry_after(mut self, after: Duration) -> Self {
+        self.limits.retry_after = after;
+        self
+    }
+
+    /// No limits at all: the layer as it was before limits, without a sweeper task.
+    ///
+    /// ```
+    /// # let tracker: livecount_session::SessionTracker = Default::default();
+    /// let layer = livecount_tower::SessionLayer::new(tracker).without_limits();
+    /// assert_eq!(*layer.limits(), livecount_tower::StreamLimits::none());
+    /// ```
+    pub fn without_limits(mut self) -> Self {
+        self.limits = StreamLimits::none();
+        self.rebuilt()
+    }
+
+    /// Ends a session `Disconnected` when no frame passed in either direction for this long
+    /// (`None`: never; the default, see [`StreamLimits`] for why). Request frames are seen
+    /// by wrapping the request body, so the layer becomes [`Watched`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let tracker: livecount_session::SessionTracker = Default::default();
+    /// let layer = livecount_tower::SessionLayer::new(tracker).idle_timeout(Duration::from_secs(60));
+    /// assert_eq!(layer.limits().idle_timeout(), Some(Duration::from_secs(60)));
+    /// ```
+    pub fn idle_timeout(
+        mut self,
+        limit: impl Into<Option<Duration>>,
+    ) -> SessionLayer<C, M, P, Watched> {
+        self.limits.idle_timeout = limit.into();
+        self.watched()
+    }
+
+    /// Ends a session `Failed` when a gRPC request message declares more than `bytes` (or a
+    /// plain request body exceeds it); `None`: never, the default (see [`StreamLimits`]).
+    /// The layer becomes [`Watched`].
+    pub fn max_request_message(
+        mut self,
+        bytes: impl Into<Option<u64>>,
+    ) -> SessionLayer<C, M, P, Watched> {
+        self.limits.max_request_message = bytes.into();
+        self.watched()
+    }
+
+    /// This layer with request bodies watched.
+    fn watched(self) -> SessionLayer<C, M, P, Watched> {
+        SessionLayer {
+            tracker: self.tracker,
+            predicate: self.predicate,
+            limits: self.limits,
+            watcher: None,
+            mode: Watched,
+        }
+        .rebuilt()
+    }
+
+    /// This layer with a watcher for its limits.
+    fn rebuilt(mut self) -> Self {
+        self.watcher = Watcher::new(&self.limits);
+        self
+    }
 }
 
-impl<S, C: Counter, M, P: Clone> Layer<S> for SessionLayer<C, M, P> {
-    type Service = SessionService<S, C, M, P>;
+impl<S, C: Counter, M, P: Clone, R: Copy> Layer<S> for SessionLayer<C, M, P, R> {
+    type Service = SessionService<S, C, M, P, R>;
 
     fn layer(&self, inner: S) -> Self::Service {
         SessionService {
             inner,
             tracker: self.tracker.clone(),
             predicate: self.predicate.clone(),
+            limits: self.limits,
+            watcher: self.watcher.clone(),
+            mode: self.mode,
         }
     }
 }
 
-impl<C: Counter, M, P: Clone> Clone for SessionLayer<C, M, P> {
+impl<C: Counter, M, P: Clone, R: Copy> Clone for SessionLayer<C, M, P, R> {
     fn clone(&self) -> Self {
         SessionLayer {
             tracker: self.tracker.clone(),
             predicate: self.predicate.clone(),
+            limits: self.limits,
+            watcher: self.watcher.clone(),
+            mode: self.mode,
         }
     }
 }
 
-impl<C: Counter, M, P> fmt::Debug for SessionLayer<C, M, P> {
+impl<C: Counter, M, P, R> fmt::Debug for SessionLayer<C, M, P, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SessionLayer").finish_non_exhaustive()
+        f.debug_struct("SessionLayer")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
 /// The service [`SessionLayer`] builds: `inner`, with each counted request a session until
 /// its response body ([`SessionBody`](crate::SessionBody)) ends. See [`SessionLayer`] for
-/// the reasons.
+/// the reasons and [`StreamLimits`] for the limits.
 ///
-/// Per request it adds one session start and end (the tracker's own cost, which includes
-/// allocating the session's shared core) and nothing of its own: the future and the body
+/// Per request it adds one session start and end (the tracker's own cost), and with limits
+/// on (the default) one small allocation shared with the layer's sweeper, pushed under an
+/// uncontended per-thread lock (see the crate's performance notes); the future and the body
 /// wrap the inner ones in place, without boxing.
 ///
 /// ```
@@ -197,24 +324,24 @@ impl<C: Counter, M, P> fmt::Debug for SessionLayer<C, M, P> {
 /// assert_eq!(tracker.snapshot().ended_by(EndReason::Failed), 1);
 /// # }
 /// ```
-pub struct SessionService<S, C: Counter = PerThread, M = (), P = CountAll> {
+pub struct SessionService<S, C: Counter = PerThread, M = (), P = CountAll, R = Unwatched> {
     inner: S,
     tracker: SessionTracker<C, M>,
     predicate: P,
+    limits: StreamLimits,
+    watcher: Option<Arc<Watcher<C, M>>>,
+    mode: R,
 }
 
 impl<S, C: Counter, M> SessionService<S, C, M> {
-    /// Counts every request to `inner` on `tracker`.
+    /// Counts every request to `inner` on `tracker`, under the default [`StreamLimits`]
+    /// (with a sweeper of its own: build services from one [`SessionLayer`] to share one).
     pub fn new(inner: S, tracker: SessionTracker<C, M>) -> Self {
-        SessionService {
-            inner,
-            tracker,
-            predicate: CountAll,
-        }
+        SessionLayer::new(tracker).layer(inner)
     }
 }
 
-impl<S, C: Counter, M, P> SessionService<S, C, M, P> {
+impl<S, C: Counter, M, P, R> SessionService<S, C, M, P, R> {
     /// The wrapped service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -231,10 +358,47 @@ impl<S, C: Counter, M, P> SessionService<S, C, M, P> {
     }
 }
 
+/// What `call` decided for a request.
+enum Admission<C: Counter, M> {
+    /// The predicate did not count it.
+    Uncounted,
+    /// Counted, watched if limits apply.
+    Counted(Session<C, M>, Option<Arc<Watch<C, M>>>),
+    /// The tracker refused it (at its cap).
+    Refused,
+}
+
+impl<S, C, M, P, R> SessionService<S, C, M, P, R>
+where
+    C: Counter + 'static,
+    M: Send + Sync + 'static,
+{
+    /// Starts (or refuses) the session of `request`.
+    fn admit<B>(&self, request: &Request<B>) -> Admission<C, M>
+    where
+        P: Predicate<B>,
+    {
+        if !self.predicate.counts(request) {
+            return Admission::Uncounted;
+        }
+        let Ok(session) = self.tracker.try_start() else {
+            return Admission::Refused;
+        };
+        let watch = self.watcher.as_ref().and_then(|w| w.watch(&session));
+        Admission::Counted(session, watch)
+    }
+
+    /// The whole seconds of `Retry-After`, rounded up.
+    fn retry_after(&self) -> u64 {
+        let after = self.limits.retry_after;
+        after.as_secs() + u64::from(after.subsec_nanos() > 0)
+    }
+}
+
 impl<S, C, M, P, ReqBody, ResBody> Service<Request<ReqBody>> for SessionService<S, C, M, P>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    C: Counter,
+    C: Counter + 'static,
     M: Send + Sync + 'static,
     P: Predicate<ReqBody>,
 {
@@ -248,29 +412,68 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let session = self
-            .predicate
-            .counts(&request)
-            .then(|| self.tracker.start());
         let kind = RequestKind::of(request.method());
-        ResponseFuture::new(self.inner.call(request), session, kind)
+        let grpc = is_grpc(request.headers());
+        match self.admit(&request) {
+            Admission::Uncounted => {
+                ResponseFuture::new(self.inner.call(request), None, None, kind, grpc)
+            }
+            Admission::Counted(session, watch) => {
+                ResponseFuture::new(self.inner.call(request), Some(session), watch, kind, grpc)
+            }
+            Admission::Refused => ResponseFuture::refused(grpc, self.retry_after()),
+        }
     }
 }
 
-impl<S: Clone, C: Counter, M, P: Clone> Clone for SessionService<S, C, M, P> {
+impl<S, C, M, P, ReqBody, ResBody> Service<Request<ReqBody>> for SessionService<S, C, M, P, Watched>
+where
+    S: Service<Request<RequestBody<ReqBody, C, M>>, Response = Response<ResBody>>,
+    C: Counter + 'static,
+    M: Send + Sync + 'static,
+    P: Predicate<ReqBody>,
+{
+    type Response = Response<crate::SessionBody<ResBody, C, M>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, C, M>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let kind = RequestKind::of(request.method());
+        let grpc = is_grpc(request.headers());
+        let limit = self.limits.max_request_message;
+        let (session, watch) = match self.admit(&request) {
+            Admission::Uncounted => (None, None),
+            Admission::Counted(session, watch) => (Some(session), watch),
+            Admission::Refused => return ResponseFuture::refused(grpc, self.retry_after()),
+        };
+        let request = request.map(|body| RequestBody::new(body, watch.clone(), limit, grpc));
+        ResponseFuture::new(self.inner.call(request), session, watch, kind, grpc)
+    }
+}
+
+impl<S: Clone, C: Counter, M, P: Clone, R: Copy> Clone for SessionService<S, C, M, P, R> {
     fn clone(&self) -> Self {
         SessionService {
             inner: self.inner.clone(),
             tracker: self.tracker.clone(),
             predicate: self.predicate.clone(),
+            limits: self.limits,
+            watcher: self.watcher.clone(),
+            mode: self.mode,
         }
     }
 }
 
-impl<S: fmt::Debug, C: Counter, M, P> fmt::Debug for SessionService<S, C, M, P> {
+impl<S: fmt::Debug, C: Counter, M, P, R> fmt::Debug for SessionService<S, C, M, P, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SessionService")
             .field("inner", &self.inner)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }

@@ -188,15 +188,18 @@ mod body;
 mod feed;
 mod future;
 mod layer;
+mod limits;
 mod load;
 #[cfg(feature = "orca")]
 mod orca_source;
 mod report;
+mod request_body;
 mod source;
 #[cfg(feature = "axum")]
 mod socket_limits;
 #[cfg(feature = "axum")]
 mod tracked_socket;
+mod watch;
 #[cfg(feature = "axum")]
 mod websocket;
 
@@ -204,10 +207,15 @@ pub use body::SessionBody;
 pub use feed::{LoadFeed, LoadMetric};
 pub use future::ResponseFuture;
 pub use layer::{CountAll, Predicate, SessionLayer, SessionService};
+pub use limits::{
+    DEFAULT_MAX_SESSION, DEFAULT_RETRY_AFTER, DEFAULT_WRITE_TIMEOUT, StreamLimits, Unwatched,
+    Watched,
+};
 pub use load::SessionLoad;
 #[cfg(feature = "orca")]
 pub use orca_source::{DRAINING_SEQUENCE, OrcaLoadSource};
 pub use report::{BackendLoad, Metric};
+pub use request_body::{BoxError, MessageTooLarge, RequestBody};
 pub use source::{HttpLoadSource, LoadSource};
 #[cfg(feature = "axum")]
 pub use socket_limits::SocketLimits;

@@ -1,0 +1,248 @@
+//! [`StreamLimits`]: how long a request counted by a [`SessionLayer`](crate::SessionLayer)
+//! may last, stay silent or keep a frame waiting, and how much it may send; the
+//! [`Unwatched`] and [`Watched`] request modes; [`Limit`], the limit that ended a session.
+
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, StatusCode};
+use livecount_session::EndReason;
+
+/// The default [`StreamLimits::max_session`]: one hour.
+///
+/// Long enough for any interactive session and for the streams a client keeps open for
+/// minutes (a voice call, a `Watch`), short enough that nothing (a peer that keeps its
+/// connection alive and reads but never ends, a handler that never finishes) holds a count
+/// for longer than that. A balancer moves a long stream only when it ends, so bounding
+/// stream length is also what lets load rebalance (gRPC servers do the same with
+/// `MAX_CONNECTION_AGE`); clients of endless streams reconnect, as they must after any
+/// server restart anyway.
+pub const DEFAULT_MAX_SESSION: Duration = Duration::from_secs(3600);
+
+/// The default [`StreamLimits::write_timeout`]: 30 seconds.
+///
+/// A reader that takes nothing at all for 30 s while a frame waits is gone or hostile; a
+/// slow mobile link or a congested path still takes *something* (a window update) within
+/// seconds. nginx's `send_timeout` is 60 s for a whole response; streams need the count
+/// back sooner, and the agent binary uses 10 s for its own protocol.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The default [`StreamLimits::retry_after`]: 1 second, the `Retry-After` of a 503 at
+/// capacity.
+///
+/// Sessions end all the time on a busy backend, so a slot is likely free within a second;
+/// a longer hint makes a client that obeys it wait longer than needed, a zero one invites
+/// an immediate retry storm. A balancer in front usually retries on another backend first.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The limits a [`SessionLayer`](crate::SessionLayer) enforces on each request it counts.
+/// `None` turns a limit off.
+///
+/// | limit | default | session ends | gRPC status | plain HTTP |
+/// |---|---|---|---|---|
+/// | [`max_session`](Self::max_session) | 1 h ([`DEFAULT_MAX_SESSION`]) | `TimedOut` | `DEADLINE_EXCEEDED` "max session length" | 503 before the head; after it the body ends |
+/// | [`write_timeout`](Self::write_timeout) | 30 s ([`DEFAULT_WRITE_TIMEOUT`]) | `Disconnected` | — (nobody reads it) | — |
+/// | [`idle_timeout`](Self::idle_timeout) | off | `Disconnected` | `DEADLINE_EXCEEDED` "idle timeout" | 408 before the head; after it the body ends |
+/// | [`max_request_message`](Self::max_request_message) | off | `Failed` | `RESOURCE_EXHAUSTED` | 413 before the head; after it the body ends |
+/// | at the tracker's cap (admission) | the tracker's | not started, counted refused | `RESOURCE_EXHAUSTED` (trailers-only) | 503 with `Retry-After` ([`retry_after`](Self::retry_after)) |
+///
+/// A gRPC response (`content-type: application/grpc…`) cut by a limit ends with trailers
+/// carrying the status, or, before its head, is a trailers-only response; the inner
+/// service's future or body is dropped then. A plain HTTP body cut after its head simply
+/// ends: over HTTP/1.1 with chunked encoding the client sees a normal end (with a
+/// `Content-Length`, hyper and the client see it short), so a plain streaming protocol that
+/// must tell a cut from an end needs an end marker of its own.
+///
+/// **Idle timeout, off by default.** Activity is a frame in either direction: a data or
+/// trailers frame of the request body, or a frame of the response body. A server-streaming
+/// RPC's client sends nothing after its request, and a stream such as `Health/Watch` may
+/// send nothing for hours while nothing changes: both sides silent is normal for it, so no
+/// idle default is safe for every service. A peer that vanished is found by the transport
+/// (HTTP/2 keepalive pings: tonic's `http2_keepalive_interval` and
+/// `http2_keepalive_timeout`), a peer that stopped reading by the write timeout. Set it for
+/// protocols with heartbeats. It needs the request body watched, so setting it switches the
+/// layer to [`Watched`].
+///
+/// **Maximum request message, off by default.** tonic already refuses a message above its
+/// `max_decoding_message_size` (4 MiB unless raised) with `RESOURCE_EXHAUSTED`, which this
+/// layer counts `Failed` from the status, and axum's `DefaultBodyLimit` (2 MB) or
+/// tower-http's `RequestBodyLimitLayer` bound plain bodies. The layer's limit is a second
+/// line for a service that raised or bypassed those: it reads each gRPC message's declared
+/// length from its 5-byte prefix (before the message arrives) or counts a plain body's
+/// bytes. It too switches the layer to [`Watched`].
+///
+/// **Write timeout.** A frame the transport does not take for this long (the peer stopped
+/// reading: its HTTP/2 flow-control window or the socket's buffer is full) ends the session
+/// `Disconnected` and frees the count at once. hyper stops polling a body while its window
+/// is closed, so this is found by one sweeper task per layer, not inside the body (see the
+/// crate's implementation notes). The stream itself stays open until the peer reads on or
+/// the connection dies (set HTTP/2 keepalive for that); its count does not.
+///
+/// Every limit is checked by the sweeper, a few times per limit (its period is a quarter of
+/// the shortest limit, between 10 ms and 1 s), so a session ends at its limit or up to about
+/// two periods later, never earlier. The limits need a tokio runtime with a timer (the
+/// sweeper is spawned on the first request's runtime); a request served outside one is
+/// counted without limits.
+///
+/// ```
+/// use std::time::Duration;
+/// use livecount_tower::{DEFAULT_MAX_SESSION, DEFAULT_WRITE_TIMEOUT, StreamLimits};
+///
+/// let limits = StreamLimits::default();
+/// assert_eq!(limits.max_session(), Some(DEFAULT_MAX_SESSION));
+/// assert_eq!(limits.write_timeout(), Some(DEFAULT_WRITE_TIMEOUT));
+/// assert_eq!((limits.idle_timeout(), limits.max_request_message()), (None, None));
+/// assert_eq!(limits.retry_after(), Duration::from_secs(1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    pub(crate) max_session: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) write_timeout: Option<Duration>,
+    pub(crate) max_request_message: Option<u64>,
+    pub(crate) retry_after: Duration,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            max_session: Some(DEFAULT_MAX_SESSION),
+            idle_timeout: None,
+            write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
+            max_request_message: None,
+            retry_after: DEFAULT_RETRY_AFTER,
+        }
+    }
+}
+
+impl StreamLimits {
+    /// No limit at all (the layer before limits existed): no sweeper, nothing per request
+    /// beyond the session.
+    ///
+    /// ```
+    /// let none = livecount_tower::StreamLimits::none();
+    /// assert_eq!((none.max_session(), none.write_timeout()), (None, None));
+    /// ```
+    pub fn none() -> Self {
+        StreamLimits {
+            max_session: None,
+            idle_timeout: None,
+            write_timeout: None,
+            max_request_message: None,
+            retry_after: DEFAULT_RETRY_AFTER,
+        }
+    }
+
+    /// The longest a session lasts, from `call`.
+    pub fn max_session(&self) -> Option<Duration> {
+        self.max_session
+    }
+
+    /// The longest no frame may pass in either direction.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+
+    /// The longest a response frame may wait for the transport to take it.
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.write_timeout
+    }
+
+    /// The largest request message (gRPC) or body (plain HTTP), in bytes.
+    pub fn max_request_message(&self) -> Option<u64> {
+        self.max_request_message
+    }
+
+    /// The `Retry-After` of a plain HTTP 503 at capacity (whole seconds, rounded up).
+    pub fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
+    /// Whether any limit needs the sweeper.
+    pub(crate) fn timed(&self) -> bool {
+        self.max_session.is_some() || self.idle_timeout.is_some() || self.write_timeout.is_some()
+    }
+}
+
+/// Request mode of a [`SessionLayer`](crate::SessionLayer) whose inner service sees the
+/// request body as it came (`Request<B>`): the default. Response frames are watched, request
+/// frames are not, so the idle timeout and the message limit are unavailable.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unwatched;
+
+/// Request mode of a [`SessionLayer`](crate::SessionLayer) that wraps each request body in a
+/// [`RequestBody`](crate::RequestBody) (the inner service sees `Request<RequestBody<B>>`),
+/// so that request frames count as activity and the message limit applies. Chosen by
+/// [`SessionLayer::idle_timeout`](crate::SessionLayer::idle_timeout) and
+/// [`SessionLayer::max_request_message`](crate::SessionLayer::max_request_message); tonic
+/// and axum services accept any body, so mounting does not change.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Watched;
+
+/// The limit that ended a session, or the refusal a request got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Limit {
+    MaxSession = 1,
+    Idle = 2,
+    Stall = 3,
+    TooLarge = 4,
+    AtCapacity = 5,
+}
+
+impl Limit {
+    pub(crate) fn from_u8(value: u8) -> Option<Limit> {
+        Some(match value {
+            1 => Limit::MaxSession,
+            2 => Limit::Idle,
+            3 => Limit::Stall,
+            4 => Limit::TooLarge,
+            5 => Limit::AtCapacity,
+            _ => return None,
+        })
+    }
+
+    /// The reason a session ended by this limit has.
+    pub(crate) fn reason(self) -> EndReason {
+        match self {
+            Limit::MaxSession => EndReason::TimedOut,
+            Limit::Idle | Limit::Stall => EndReason::Disconnected,
+            Limit::TooLarge | Limit::AtCapacity => EndReason::Failed,
+        }
+    }
+
+    /// `grpc-status` and `grpc-message`.
+    fn grpc(self) -> (&'static str, &'static str) {
+        match self {
+            Limit::MaxSession => ("4", "max session length"),
+            Limit::Idle => ("4", "idle timeout"),
+            Limit::Stall => ("4", "write timeout"),
+            Limit::TooLarge => ("8", "request message above the limit"),
+            Limit::AtCapacity => ("8", "at capacity"),
+        }
+    }
+
+    /// The HTTP status of a plain answer made before the response head.
+    pub(crate) fn http_status(self) -> StatusCode {
+        match self {
+            Limit::MaxSession | Limit::Stall | Limit::AtCapacity => StatusCode::SERVICE_UNAVAILABLE,
+            Limit::Idle => StatusCode::REQUEST_TIMEOUT,
+            Limit::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        }
+    }
+
+    /// The gRPC status as headers (trailers, or a trailers-only head's).
+    pub(crate) fn grpc_headers(self) -> HeaderMap {
+        let (status, message) = self.grpc();
+        let mut headers = HeaderMap::with_capacity(2);
+        headers.insert("grpc-status", HeaderValue::from_static(status));
+        headers.insert("grpc-message", HeaderValue::from_static(message));
+        headers
+    }
+}
+
+/// Whether `headers` say gRPC (`content-type: application/grpc`, `+proto`, `+json`, …).
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
