@@ -218,7 +218,7 @@ pub use report::{BackendLoad, Metric};
 pub use request_body::{BoxError, MessageTooLarge, RequestBody};
 pub use source::{HttpLoadSource, LoadSource};
 #[cfg(feature = "axum")]
-pub use socket_limits::SocketLimits;
+pub use socket_limits::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SOCKET_IDLE_TIMEOUT, SocketLimits};
 #[cfg(feature = "axum")]
 pub use tracked_socket::TrackedSocket;
 #[cfg(feature = "axum")]

@@ -92,7 +92,7 @@ impl<T, E> IntoEndReason for Result<T, E> {
 /// ```
 /// use axum::{Router, extract::{State, WebSocketUpgrade}, response::Response, routing::get};
 /// use livecount_session::SessionTracker;
-/// use livecount_tower::{SocketLimits, WebSocketSessions};
+/// use livecount_tower::WebSocketSessions;
 /// use std::time::Duration;
 /// use tokio_util::sync::CancellationToken;
 ///
@@ -108,8 +108,7 @@ impl<T, E> IntoEndReason for Result<T, E> {
 ///
 /// let tracker = SessionTracker::with_max_sessions(1000); // the 1001st is refused, 503
 /// let shutdown = CancellationToken::new(); // also given to the server's graceful shutdown
-/// let sessions = WebSocketSessions::new(tracker, shutdown)
-///     .limits(SocketLimits::default().idle_timeout(Duration::from_secs(30)));
+/// let sessions = WebSocketSessions::new(tracker, shutdown).idle_timeout(Duration::from_secs(30));
 /// let app: Router = Router::new().route("/ws", get(echo)).with_state(sessions);
 /// # let _ = app;
 /// ```
@@ -132,15 +131,47 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
         }
     }
 
-    /// Holds every socket to `limits` instead of the defaults.
-    pub fn limits(mut self, limits: SocketLimits) -> Self {
-        self.limits = limits;
+    /// The limits every socket is held to.
+    pub fn limits(&self) -> &SocketLimits {
+        &self.limits
+    }
+
+    /// Ends a session this long after its upgrade, [`TimedOut`](EndReason::TimedOut) with
+    /// close 1000 (`None`: no limit; default [`DEFAULT_MAX_SESSION`](crate::DEFAULT_MAX_SESSION)).
+    pub fn max_session(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.limits.max_session = limit.into();
         self
     }
 
-    /// The limits every socket is held to.
-    pub fn socket_limits(&self) -> &SocketLimits {
-        &self.limits
+    /// Ends a session whose client sends nothing this long while the handler waits to read,
+    /// [`Disconnected`](EndReason::Disconnected) with close 1008 (`None`: never; default
+    /// [`DEFAULT_SOCKET_IDLE_TIMEOUT`](crate::DEFAULT_SOCKET_IDLE_TIMEOUT)).
+    pub fn idle_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.limits.idle_timeout = limit.into();
+        self
+    }
+
+    /// Ends a session whose send waits this long for the socket to take its frame,
+    /// `Disconnected`, no close frame (`None`: never; default
+    /// [`DEFAULT_WRITE_TIMEOUT`](crate::DEFAULT_WRITE_TIMEOUT)).
+    pub fn write_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.limits.write_timeout = limit.into();
+        self
+    }
+
+    /// Refuses client messages and frames above `bytes` (at least 1): the session ends
+    /// [`Failed`](EndReason::Failed) with close 1009 (default
+    /// [`DEFAULT_MAX_MESSAGE_BYTES`](crate::DEFAULT_MAX_MESSAGE_BYTES)).
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_message_bytes = bytes.max(1);
+        self
+    }
+
+    /// The `Retry-After` of a refused upgrade's 503 (default
+    /// [`DEFAULT_RETRY_AFTER`](crate::DEFAULT_RETRY_AFTER)).
+    pub fn retry_after(mut self, hint: Duration) -> Self {
+        self.limits.retry_after = hint;
+        self
     }
 
     /// Bounds the close handshake after an ending decided here (shutdown, a limit, a
@@ -305,7 +336,7 @@ impl SocketTask {
         let watch = Arc::new(SocketWatch::new());
         let handle = session.0.handle();
         let socket = TrackedSocket::new(socket, home, Arc::clone(&watch), handle.clone());
-        let deadline = after(self.limits.max_session);
+        let deadline = after(self.limits.max_session.unwrap_or(Duration::MAX));
         let mut tick = tokio::time::interval(self.watch_period());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Boxed so that it can be dropped the moment another ending wins.
@@ -347,7 +378,9 @@ impl SocketTask {
     /// How often the idle and write limits are looked at: four times per the shorter one,
     /// so a limit is seen at most a quarter late (and never more often than every 10 ms).
     fn watch_period(&self) -> Duration {
-        let shorter = self.limits.idle_timeout.min(self.limits.write_timeout);
+        let off = Duration::MAX;
+        let idle = self.limits.idle_timeout.unwrap_or(off);
+        let shorter = idle.min(self.limits.write_timeout.unwrap_or(off));
         (shorter / 4).clamp(Duration::from_millis(10), Duration::from_secs(3600))
     }
 
@@ -355,16 +388,15 @@ impl SocketTask {
     /// timeout (no close frame: the client reads nothing), or a client silent for the idle
     /// timeout while the handler waited for it.
     fn limit_passed(&self, watch: &SocketWatch) -> Option<Ending> {
-        if watch
-            .stalled_for()
-            .is_some_and(|w| w >= self.limits.write_timeout)
-        {
+        let passed = |waited: Option<Duration>, limit: Option<Duration>| {
+            waited
+                .zip(limit)
+                .is_some_and(|(waited, limit)| waited >= limit)
+        };
+        if passed(watch.stalled_for(), self.limits.write_timeout) {
             return Some((EndReason::Disconnected, None));
         }
-        if watch
-            .silent_for()
-            .is_some_and(|w| w >= self.limits.idle_timeout)
-        {
+        if passed(watch.silent_for(), self.limits.idle_timeout) {
             return Some((EndReason::Disconnected, Some((1008, "idle timeout"))));
         }
         None

@@ -21,7 +21,7 @@ use axum::routing::get;
 use common::{assert_only, settle};
 use futures_util::{SinkExt, StreamExt};
 use livecount_session::{EndReason, SessionTracker};
-use livecount_tower::{SocketLimits, WebSocketSessions};
+use livecount_tower::WebSocketSessions;
 use raw_ws::{close_code, frame, raw_upgrade, text, trickle, upgrade_request, within};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
@@ -63,12 +63,15 @@ struct Service {
 }
 
 /// The service on loopback, its sockets held to `limits`, its tracker capped at `max`.
-async fn serve(limits: SocketLimits, max: Option<u64>) -> Service {
+async fn serve(
+    limits: impl FnOnce(WebSocketSessions) -> WebSocketSessions,
+    max: Option<u64>,
+) -> Service {
     let tracker = max.map_or_else(SessionTracker::new, SessionTracker::with_max_sessions);
     let shutdown = CancellationToken::new();
     let sessions = WebSocketSessions::new(tracker.clone(), shutdown.clone())
-        .limits(limits)
         .close_timeout(Duration::from_millis(500));
+    let sessions = limits(sessions);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let graceful = shutdown.clone().cancelled_owned();
@@ -101,8 +104,8 @@ impl Service {
 }
 
 /// Short limits, so each test sees its limit pass within a second.
-fn short() -> SocketLimits {
-    SocketLimits::default()
+fn short(sessions: WebSocketSessions) -> WebSocketSessions {
+    sessions
         .idle_timeout(Duration::from_millis(300))
         .write_timeout(Duration::from_millis(300))
         .max_message_bytes(1024)
@@ -110,7 +113,7 @@ fn short() -> SocketLimits {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_peer_is_disconnected_at_the_idle_timeout_with_1008() {
-    let service = serve(short(), None).await;
+    let service = serve(short, None).await;
     let mut conn = raw_upgrade(service.addr, "/session", None).await;
     let start = Instant::now();
     assert_eq!(close_code(&mut conn).await, Some(1008));
@@ -128,7 +131,7 @@ async fn a_silent_peer_is_disconnected_at_the_idle_timeout_with_1008() {
 /// otherwise; it then leaves with a close frame: `Completed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pings_keep_a_quiet_client_alive() {
-    let service = serve(short(), None).await;
+    let service = serve(short, None).await;
     let url = format!("ws://{}/session", service.addr);
     let (mut client, _) = within(5, tokio_tungstenite::connect_async(url))
         .await
@@ -156,7 +159,7 @@ async fn pings_keep_a_quiet_client_alive() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_stops_reading_is_disconnected_at_the_write_timeout() {
-    let service = serve(short(), None).await;
+    let service = serve(short, None).await;
     let fds_before = raw_ws::open_fds();
     let _conn = raw_upgrade(service.addr, "/push", Some(4096)).await; // never read
     let start = Instant::now();
@@ -175,7 +178,7 @@ async fn a_peer_that_stops_reading_is_disconnected_at_the_write_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_message_fails_the_session_with_1009() {
-    let service = serve(short(), None).await;
+    let service = serve(short, None).await;
     let mut conn = raw_upgrade(service.addr, "/session", None).await;
     conn.write_all(&text(&"x".repeat(2000))).await.unwrap();
     assert_eq!(close_code(&mut conn).await, Some(1009));
@@ -186,7 +189,7 @@ async fn an_oversized_message_fails_the_session_with_1009() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protocol_violations_fail_with_their_rfc_6455_code() {
-    let service = serve(short(), None).await;
+    let service = serve(short, None).await;
     let cases: Vec<(&str, Vec<u8>, u16)> = vec![
         (
             "invalid UTF-8",
@@ -219,7 +222,7 @@ async fn protocol_violations_fail_with_their_rfc_6455_code() {
 /// Half a frame, then a TCP reset (SO_LINGER 0): the connection is lost mid-frame.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_mid_frame_is_disconnected() {
-    let service = serve(short(), None).await;
+    let service = serve(short, None).await;
     let mut conn = raw_upgrade(service.addr, "/session", None).await;
     let whole = text("a message that never arrives whole");
     conn.write_all(&whole[..whole.len() / 2]).await.unwrap();
@@ -235,7 +238,7 @@ async fn a_reset_mid_frame_is_disconnected() {
 /// client left without a close frame: the transport's word wins, `Disconnected`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_gone_without_a_close_is_disconnected_whatever_the_handler_says() {
-    let service = serve(short(), None).await;
+    let service = serve(short, None).await;
     let mut conn = raw_upgrade(service.addr, "/session", None).await;
     conn.write_all(&text("hello")).await.unwrap();
     let mut echo = [0u8; 7];
@@ -248,9 +251,11 @@ async fn a_peer_gone_without_a_close_is_disconnected_whatever_the_handler_says()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_maximum_length_times_out_with_1000() {
-    let limits = short()
-        .max_session(Duration::from_millis(400))
-        .idle_timeout(Duration::from_secs(60));
+    let limits = |s| {
+        short(s)
+            .max_session(Duration::from_millis(400))
+            .idle_timeout(None)
+    };
     let service = serve(limits, None).await;
     let mut conn = raw_upgrade(service.addr, "/session", None).await;
     let start = Instant::now();
@@ -264,7 +269,7 @@ async fn the_maximum_length_times_out_with_1000() {
 /// `end_all` (a drain's last step) and shutdown both reach open sockets: 1001.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_end_from_elsewhere_closes_the_socket_with_its_reason() {
-    let service = serve(SocketLimits::default(), None).await;
+    let service = serve(|s| s, None).await;
     let mut conn = raw_upgrade(service.addr, "/session", None).await;
     let tracker = service.tracker.clone();
     settle(|| tracker.active() == 1, "the session started").await;
