@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use livecount::{Counter, PerThread};
-use livecount_session::{Session, SessionTracker};
+use livecount_session::{Session, SessionTracker, StartError};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -69,10 +69,16 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// | the inner service returned `Err` | `Failed` |
 /// | the response body was dropped before its end (client gone, stream cancelled) | [`Cancelled`](livecount_session::EndReason::Cancelled) (a 5xx stays `Failed`) |
 /// | the response future was dropped before it completed | `Cancelled` |
+/// | the maximum session length passed ([`StreamLimits`]) | [`TimedOut`](livecount_session::EndReason::TimedOut), gRPC `DEADLINE_EXCEEDED` |
+/// | a response frame waited for the transport for the write timeout (the peer stopped reading) | [`Disconnected`](livecount_session::EndReason::Disconnected), no status (nobody reads it) |
+/// | no frame either way for the idle timeout ([`Watched`] only) | `Disconnected`, gRPC `DEADLINE_EXCEEDED` "idle timeout" |
+/// | a request message above the limit ([`Watched`] only) | `Failed`, gRPC `RESOURCE_EXHAUSTED` |
+/// | the tracker is at its cap ([`SessionTracker::with_max_sessions`]) | not started: counted refused; gRPC `RESOURCE_EXHAUSTED`, else 503 with `Retry-After`, the inner service not called |
 ///
 /// A 4xx is the client's mistake, served correctly: `Completed`. A response that has no
 /// body by HTTP's rules (to `HEAD`; 1xx, 204, 304; a 2xx to `CONNECT`) ends with its head,
-/// since hyper drops its body unpolled.
+/// since hyper drops its body unpolled. [`StreamLimits`] has the limits' defaults, what
+/// each answers over plain HTTP, and why; the builder methods below set them.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -381,8 +387,15 @@ where
         if !self.predicate.counts(request) {
             return Admission::Uncounted;
         }
-        let Ok(session) = self.tracker.try_start() else {
-            return Admission::Refused;
+        let session = match self.tracker.try_start() {
+            Ok(session) => session,
+            // Counted refused by the tracker itself.
+            Err(StartError::AtCapacity { .. }) => return Admission::Refused,
+            // The table is full (two billion sessions): refused here, counted here.
+            Err(_) => {
+                self.tracker.note_refused();
+                return Admission::Refused;
+            }
         };
         let watch = self.watcher.as_ref().and_then(|w| w.watch(&session));
         Admission::Counted(session, watch)

@@ -380,3 +380,71 @@ async fn a_reset_mid_stream_and_a_dropped_call_are_cancelled() {
     drop((response, request));
     settled(&tracker, 3, &[(EndReason::Cancelled, 3)]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_on_a_capped_tracker_admits_exactly_the_cap() {
+    const CAP: u64 = 50;
+    const CALLS: u64 = 2_000;
+    const CHANNELS: u64 = 10; // 200 calls each: hyper's default stream limit per connection
+    let tracker = SessionTracker::with_max_sessions(CAP);
+    let (addr, _server) = serve!(SessionLayer::new(tracker.clone()));
+    let mut channels = Vec::new();
+    for _ in 0..CHANNELS {
+        let endpoint = Endpoint::from_shared(format!("http://{addr}")).unwrap();
+        channels.push(
+            tokio::time::timeout(PATIENCE, endpoint.connect())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sampler = {
+        let (tracker, peak) = (tracker.clone(), peak.clone());
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(tracker.active(), std::sync::atomic::Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let (release, gate) = tokio::sync::watch::channel(false);
+    let calls: Vec<_> = (0..CALLS)
+        .map(|i| {
+            let mut client = HealthClient::new(channels[(i % CHANNELS) as usize].clone());
+            let mut gate = gate.clone();
+            tokio::spawn(async move {
+                match client.watch(HealthCheckRequest::default()).await {
+                    Ok(response) => {
+                        let _stream = response.into_inner(); // held open until released
+                        let _ = gate.wait_for(|open| *open).await;
+                        Ok(())
+                    }
+                    Err(status) => Err(status),
+                }
+            })
+        })
+        .collect();
+    common::settle(
+        || tracker.snapshot().refused == CALLS - CAP && tracker.active() == CAP,
+        "every call admitted or refused",
+    )
+    .await;
+    release.send(true).unwrap();
+    let (mut admitted, mut refused) = (0, 0);
+    for call in calls {
+        match tokio::time::timeout(PATIENCE, call).await.unwrap().unwrap() {
+            Ok(()) => admitted += 1,
+            Err(status) => {
+                assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+                refused += 1;
+            }
+        }
+    }
+    sampler.abort();
+    assert_eq!((admitted, refused), (CAP, CALLS - CAP));
+    assert!(peak.load(std::sync::atomic::Ordering::Relaxed) <= CAP);
+    settled(&tracker, CAP, &[(EndReason::Cancelled, CAP)]).await;
+    let s = tracker.snapshot();
+    assert_eq!(s.refused, CALLS - CAP, "each refusal counted once: {s:?}");
+}

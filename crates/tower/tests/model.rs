@@ -1,6 +1,8 @@
 //! A proptest model of `SessionService`: random programs of requests started, their futures
-//! and bodies polled, asked for their end, dropped, failing — against a plain count of
-//! active sessions and endings per reason, compared after every step.
+//! and bodies polled, asked for their end, dropped, failing — on a tracker capped at a random
+//! number of sessions (or not capped), where a start at the cap is answered 503 by the layer
+//! without calling the service — against a plain count of active sessions, refusals and
+//! endings per reason, compared after every step.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -118,6 +120,7 @@ struct Model {
 #[derive(Default)]
 struct Reference {
     active: u64,
+    refused: u64,
     ended: BTreeMap<EndReason, u64>,
 }
 
@@ -130,8 +133,9 @@ impl Reference {
     }
 }
 
-fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let tracker: SessionTracker = SessionTracker::new();
+fn run(cap: Option<u64>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let tracker: SessionTracker =
+        cap.map_or_else(SessionTracker::new, SessionTracker::with_max_sessions);
     let inner =
         tower::service_fn(|request: Request<Script>| YieldOnce(Some(request.into_body()), false));
     let mut service = SessionService::new(inner, tracker.clone());
@@ -142,7 +146,18 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         match op {
             Op::Start(script) => {
                 assert!(service.poll_ready(&mut cx).is_ready());
-                let future = Box::pin(service.call(Request::new(script.clone())));
+                let mut future = Box::pin(service.call(Request::new(script.clone())));
+                if cap.is_some_and(|cap| reference.active >= cap) {
+                    // Refused: answered at once, nothing counted but the refusal.
+                    let Poll::Ready(Ok(response)) = future.as_mut().poll(&mut cx) else {
+                        return Err(TestCaseError::fail("a refusal is answered at once"));
+                    };
+                    prop_assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+                    prop_assert!(response.body().session().is_none());
+                    reference.refused += 1;
+                    check(&tracker, &reference)?;
+                    continue;
+                }
                 reference.active += 1;
                 let model = Model {
                     script,
@@ -230,6 +245,7 @@ fn check(tracker: &SessionTracker, reference: &Reference) -> Result<(), TestCase
     let s = tracker.snapshot();
     prop_assert!(s.is_consistent());
     prop_assert_eq!(s.active, reference.active);
+    prop_assert_eq!(s.refused, reference.refused);
     for reason in EndReason::ALL {
         let expected = reference.ended.get(&reason).copied().unwrap_or(0);
         prop_assert_eq!(s.ended_by(reason), expected, "{}", reason);
@@ -241,7 +257,10 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn the_service_ends_each_request_as_the_model_says(ops in prop::collection::vec(op(), 1..60)) {
-        run(ops)?;
+    fn the_service_ends_each_request_as_the_model_says(
+        cap in prop::option::of(0..5u64),
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        run(cap, ops)?;
     }
 }
