@@ -259,6 +259,8 @@ mod report;
 mod request_body;
 mod source;
 #[cfg(feature = "axum")]
+mod socket_end;
+#[cfg(feature = "axum")]
 mod socket_limits;
 #[cfg(feature = "axum")]
 mod tracked_socket;
@@ -285,4 +287,6 @@ pub use socket_limits::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SOCKET_IDLE_TIMEOUT, 
 #[cfg(feature = "axum")]
 pub use tracked_socket::TrackedSocket;
 #[cfg(feature = "axum")]
-pub use websocket::{DEFAULT_CLOSE_TIMEOUT, IntoEndReason, WebSocketSessions, tracked_upgrade};
+pub use socket_end::{IntoEndReason, SocketEnd};
+#[cfg(feature = "axum")]
+pub use websocket::{DEFAULT_CLOSE_TIMEOUT, WebSocketSessions, tracked_upgrade};

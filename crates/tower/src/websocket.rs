@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use livecount::Counter;
@@ -16,47 +16,12 @@ use livecount_session::{EndHandle, EndReason, Session, SessionTracker, StartErro
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::SocketLimits;
+use crate::socket_end::Goodbye;
 use crate::tracked_socket::{SocketWatch, TrackedSocket};
+use crate::{IntoEndReason, SocketLimits};
 
 /// How long a shutdown waits, at most, to send the 1001 close frame and read the peer's reply.
 pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// What a WebSocket handler's output says about how its session ended.
-///
-/// ```
-/// use livecount_session::EndReason;
-/// use livecount_tower::IntoEndReason;
-///
-/// assert_eq!(().into_end_reason(), EndReason::Completed);
-/// assert_eq!(Err::<(), _>("bad frame").into_end_reason(), EndReason::Failed);
-/// assert_eq!(EndReason::Disconnected.into_end_reason(), EndReason::Disconnected);
-/// ```
-pub trait IntoEndReason {
-    /// The reason.
-    fn into_end_reason(self) -> EndReason;
-}
-
-impl IntoEndReason for () {
-    fn into_end_reason(self) -> EndReason {
-        EndReason::Completed
-    }
-}
-
-impl IntoEndReason for EndReason {
-    fn into_end_reason(self) -> EndReason {
-        self
-    }
-}
-
-impl<T, E> IntoEndReason for Result<T, E> {
-    fn into_end_reason(self) -> EndReason {
-        match self {
-            Ok(_) => EndReason::Completed,
-            Err(_) => EndReason::Failed,
-        }
-    }
-}
 
 /// Counts axum WebSocket sessions on a tracker, holds each to its [`SocketLimits`], and ends
 /// them on a shutdown signal.
@@ -71,7 +36,7 @@ impl<T, E> IntoEndReason for Result<T, E> {
 ///
 /// | what happened | reason | close frame |
 /// |---|---|---|
-/// | the handler returned | what its output says ([`IntoEndReason`]), unless the transport said otherwise (below) | the handler's own, if any |
+/// | the handler returned | what its output says ([`IntoEndReason`]), unless the transport said otherwise (below) | its [`SocketEnd`](crate::SocketEnd)'s last words, if any |
 /// | the connection was lost without a close frame (reset, EOF) | [`Disconnected`](EndReason::Disconnected) | — |
 /// | a message above [`max_message_bytes`](SocketLimits::max_message_bytes) | [`Failed`](EndReason::Failed) | 1009 |
 /// | an RFC 6455 violation: bad framing / invalid UTF-8 | `Failed` | 1002 / 1007 |
@@ -83,9 +48,9 @@ impl<T, E> IntoEndReason for Result<T, E> {
 /// | the upgrade failed after the response | `Failed`, the handler never runs | — |
 /// | the handler panicked / its task was dropped unfinished | `Failed` / [`Cancelled`](EndReason::Cancelled) | — |
 ///
-/// Every ending but the handler's own drops the handler at once and releases the count and
-/// the place under the cap *before* the close frame is sent, which is bounded by the close
-/// timeout: a client that does not read holds neither.
+/// Every ending but the handler's own drops the handler at once; every ending releases the
+/// count and the place under the cap *before* the last words and the close frame are sent,
+/// which is bounded by the close timeout: a client that does not read holds neither.
 ///
 /// A clone shares the tracker, the token and the limits.
 ///
@@ -308,8 +273,8 @@ where
     WebSocketSessions::new(tracker.clone(), shutdown).upgrade(ws, handler)
 }
 
-/// How a session ended: its reason and the close frame to send, if any.
-type Ending = (EndReason, Option<(u16, &'static str)>);
+/// How a session ended: its reason, and what to send the client after the end.
+type Ending = (EndReason, Goodbye);
 
 /// The close frame of a shutdown.
 const SHUTDOWN_CLOSE: (u16, &str) = (1001, "server shutting down");
@@ -341,17 +306,23 @@ impl SocketTask {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Boxed so that it can be dropped the moment another ending wins.
         let mut handler = Box::pin(handler(socket, handle.clone()));
-        let (reason, close) = loop {
+        let (reason, goodbye) = loop {
             tokio::select! {
                 biased;
-                () = self.shutdown.cancelled() => break (EndReason::Shutdown, Some(SHUTDOWN_CLOSE)),
-                reason = handle.ended() => break (reason, Some(close_for_elsewhere(reason))),
+                () = self.shutdown.cancelled() => {
+                    break (EndReason::Shutdown, Goodbye::close(SHUTDOWN_CLOSE));
+                }
+                reason = handle.ended() => break (reason, Goodbye::close(close_for_elsewhere(reason))),
                 output = &mut handler => {
-                    let own = (output.into_end_reason(), None);
-                    break watch.transport().and_then(|t| t.ending()).unwrap_or(own);
+                    // The transport's word wins: a handler that saw its stream end says
+                    // nothing about why.
+                    break match watch.transport().and_then(|t| t.ending()) {
+                        Some((reason, close)) => (reason, close.map_or_else(Goodbye::none, Goodbye::close)),
+                        None => output.into_socket_end().into_parts(),
+                    };
                 }
                 () = tokio::time::sleep_until(deadline) => {
-                    break (EndReason::TimedOut, Some((1000, "max session length")));
+                    break (EndReason::TimedOut, Goodbye::close((1000, "max session length")));
                 }
                 _ = tick.tick() => {
                     if let Some(ending) = self.limit_passed(&watch) {
@@ -366,10 +337,12 @@ impl SocketTask {
         drop(session);
         // The handler (and the socket, if it still held it) goes now: the socket comes home.
         drop(handler);
-        let Some((code, why)) = close else { return };
+        if goodbye.is_empty() {
+            return;
+        }
         let goodbye = async {
             if let Ok(socket) = returned.await {
-                say_goodbye(socket, code, why).await;
+                goodbye.say(socket).await;
             }
         };
         let _ = tokio::time::timeout(self.close_timeout, goodbye).await;
@@ -394,10 +367,11 @@ impl SocketTask {
                 .is_some_and(|(waited, limit)| waited >= limit)
         };
         if passed(watch.stalled_for(), self.limits.write_timeout) {
-            return Some((EndReason::Disconnected, None));
+            return Some((EndReason::Disconnected, Goodbye::none()));
         }
         if passed(watch.silent_for(), self.limits.idle_timeout) {
-            return Some((EndReason::Disconnected, Some((1008, "idle timeout"))));
+            let idle = Goodbye::close((1008, "idle timeout"));
+            return Some((EndReason::Disconnected, idle));
         }
         None
     }
@@ -431,21 +405,5 @@ impl<C: Counter, M> Drop for SocketGuard<C, M> {
         } else {
             EndReason::Cancelled
         });
-    }
-}
-
-/// Sends a close frame and reads until the peer's close reply (or the stream's end).
-async fn say_goodbye(mut socket: WebSocket, code: u16, reason: &'static str) {
-    let frame = CloseFrame {
-        code,
-        reason: reason.into(),
-    };
-    if socket.send(Message::Close(Some(frame))).await.is_err() {
-        return;
-    }
-    while let Some(Ok(message)) = socket.recv().await {
-        if matches!(message, Message::Close(_)) {
-            break;
-        }
     }
 }

@@ -21,7 +21,7 @@ use axum::routing::get;
 use common::{assert_only, settle};
 use futures_util::{SinkExt, StreamExt};
 use livecount_session::{EndReason, SessionTracker};
-use livecount_tower::WebSocketSessions;
+use livecount_tower::{SocketEnd, WebSocketSessions};
 use raw_ws::{close_code, frame, raw_upgrade, text, trickle, upgrade_request, within};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
@@ -49,9 +49,19 @@ fn app(sessions: WebSocketSessions) -> Router {
             {}
         })
     }
+    /// Answers the first message with last words and close 4000, after the end.
+    async fn once(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
+        sessions.upgrade(ws, |mut socket, _session| async move {
+            let _ = socket.recv().await;
+            SocketEnd::new(EndReason::Failed)
+                .say(Message::Text("last words".into()))
+                .close(4000, "done with you")
+        })
+    }
     Router::new()
         .route("/session", get(echo))
         .route("/push", get(push))
+        .route("/once", get(once))
         .with_state(sessions)
 }
 
@@ -277,6 +287,37 @@ async fn an_end_from_elsewhere_closes_the_socket_with_its_reason() {
     assert_eq!(close_code(&mut conn).await, Some(1001));
     service.settled().await;
     assert_only(&tracker, EndReason::Shutdown);
+}
+
+/// A handler's last words go out after its end: the client reads the message and close
+/// 4000, and the session had already ended `Failed` when they were sent (a client that
+/// never reads them still leaves the count at 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_words_are_said_after_the_end() {
+    let service = serve(short, None).await;
+    let url = format!("ws://{}/once", service.addr);
+    let (mut client, _) = within(5, tokio_tungstenite::connect_async(url))
+        .await
+        .unwrap();
+    client
+        .send(tokio_tungstenite::tungstenite::Message::text("hi"))
+        .await
+        .unwrap();
+    let said = within(5, client.next()).await.unwrap().unwrap();
+    assert_eq!(said.into_text().unwrap().as_str(), "last words");
+    match within(5, client.next()).await.unwrap().unwrap() {
+        tokio_tungstenite::tungstenite::Message::Close(Some(frame)) => {
+            assert_eq!(u16::from(frame.code), 4000);
+        }
+        other => panic!("expected close 4000, got {other:?}"),
+    }
+    // A second client that never reads its last words: the count is back all the same.
+    let mut conn = raw_upgrade(service.addr, "/once", Some(4096)).await;
+    conn.write_all(&text("hi")).await.unwrap();
+    let tracker = service.tracker.clone();
+    settle(|| tracker.snapshot().ended == 2, "both ended").await;
+    let s = service.settled().await;
+    assert_eq!(s.ended_by(EndReason::Failed), 2, "{s:?}");
 }
 
 // === a burst against the cap ===
