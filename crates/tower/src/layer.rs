@@ -80,6 +80,11 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// since hyper drops its body unpolled. [`StreamLimits`] has the limits' defaults, what
 /// each answers over plain HTTP, and why; the builder methods below set them.
 ///
+/// A counted request carries its session's [`EndHandle`](livecount_session::EndHandle) in
+/// its extensions, so the handler can move the session's phase, `touch` it, or end it with
+/// a reason of its own (which then wins: the first end is the one counted); with tonic,
+/// `request.extensions().get::<EndHandle>()`.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -424,7 +429,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let kind = RequestKind::of(request.method());
         let grpc = is_grpc(request.headers());
         match self.admit(&request) {
@@ -432,6 +437,7 @@ where
                 ResponseFuture::new(self.inner.call(request), None, None, kind, grpc)
             }
             Admission::Counted(session, watch) => {
+                request.extensions_mut().insert(session.handle());
                 ResponseFuture::new(self.inner.call(request), Some(session), watch, kind, grpc)
             }
             Admission::Refused => ResponseFuture::refused(grpc, self.retry_after()),
@@ -455,13 +461,16 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let kind = RequestKind::of(request.method());
         let grpc = is_grpc(request.headers());
         let limit = self.limits.max_request_message;
         let (session, watch) = match self.admit(&request) {
             Admission::Uncounted => (None, None),
-            Admission::Counted(session, watch) => (Some(session), watch),
+            Admission::Counted(session, watch) => {
+                request.extensions_mut().insert(session.handle());
+                (Some(session), watch)
+            }
             Admission::Refused => return ResponseFuture::refused(grpc, self.retry_after()),
         };
         let request = request.map(|body| RequestBody::new(body, watch.clone(), limit, grpc));

@@ -420,3 +420,43 @@ async fn responses_without_a_body_complete_with_their_head_over_hyper() {
     );
     server.abort();
 }
+
+/// A counted request carries its session's handle: the handler's own end wins (here
+/// `Failed` on a 200 whose body then completes), and an uncounted request carries none.
+#[tokio::test]
+async fn the_handler_gets_its_sessions_handle_and_its_end_wins() {
+    let tracker = Tracker::new();
+    let service = ServiceBuilder::new()
+        .layer(
+            SessionLayer::new(tracker.clone())
+                .with_predicate(|r: &Request<()>| r.uri() == "/counted"),
+        )
+        .service_fn(|request: Request<()>| async move {
+            let handle = request
+                .extensions()
+                .get::<livecount_session::EndHandle>()
+                .cloned();
+            let had = handle.is_some();
+            if let Some(handle) = handle {
+                assert_eq!(handle.phase(), Some(livecount_session::Phase::Listening));
+                assert!(handle.end(EndReason::Failed));
+            }
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(if had {
+                "h"
+            } else {
+                "-"
+            }))))
+        });
+    let counted = service
+        .clone()
+        .oneshot(Request::get("/counted").body(()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(counted.into_body().collect().await.unwrap().to_bytes(), "h");
+    let other = service
+        .oneshot(Request::get("/other").body(()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(other.into_body().collect().await.unwrap().to_bytes(), "-");
+    assert_only(&tracker, EndReason::Failed);
+}
