@@ -94,6 +94,34 @@
 //! # let _ = app;
 //! ```
 //!
+//! Serving it on a port the internet can reach: [`serve`] has `axum::serve`'s shape and
+//! adds what that lacks, so slowloris clients (request heads sent a byte at a time) cannot
+//! hold the process's descriptors: a request-head timeout, a bound on connections not yet
+//! upgraded derived from `RLIMIT_NOFILE` (at the bound the oldest head still arriving is
+//! closed; out of descriptors anyway, `accept` sheds one and backs off), and a graceful
+//! shutdown with a bound. Each default is documented with its reason on [`Serve`]'s
+//! methods:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! use axum::{Router, routing::get};
+//! use std::time::Duration;
+//! use tokio::net::TcpListener;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let listener = TcpListener::bind("127.0.0.1:0").await?;
+//! let app = Router::new().route("/", get(|| async { "hello" }));
+//! let shutdown = CancellationToken::new();
+//! # shutdown.cancel();
+//! livecount_tower::serve(listener, app)
+//!     .header_read_timeout(Duration::from_secs(10)) // the default
+//!     .with_graceful_shutdown(shutdown.cancelled_owned())
+//!     .shutdown_timeout(Duration::from_secs(20)) // the default
+//!     .await;
+//! # Ok(()) }
+//! ```
+//!
 //! A client balancing on the backends' reports ([`HttpLoadSource`] polls each backend's
 //! `/load`, the agent's [`livecount_report::ServedReport`], with hyper's HTTP/1 client;
 //! [`BackendLoad`] is the part of it a balancer routes on):
@@ -149,6 +177,8 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //! * `axum` (default): [`WebSocketSessions`], [`tracked_upgrade`], [`TrackedSocket`]
 //!   (axum's `ws` extractor, tokio-util's `CancellationToken`). [`SessionLayer`] and
 //!   [`SessionLoad`] need only tower, http and tokio.
+//! * `serve` (default): [`serve`], an HTTP/1.1 server for any cloneable tower service
+//!   (hyper's server, hyper-util's tokio glue, and rustix's safe `getrlimit` on unix).
 //! * `orca`: `OrcaLoadSource`, a [`LoadSource`] holding a backend's ORCA out-of-band
 //!   stream (`xds.service.orca.v3.OpenRcaService`) open over a tonic channel
 //!   (`livecount-report`'s generated client, tonic's `channel`).
@@ -161,6 +191,9 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //! a contention-free counter, exactly-once endings with a reason, ghost reaping, and the same
 //! snapshot the load reports are made from. tonic's channels report a constant `Load` of 0,
 //! so a p2c balancer over them is random; [`SessionLoad`] reads the backend's own count.
+//! `axum::serve` has no request-head timeout, no bound on connections and no bound on its
+//! graceful shutdown; hyper-util's `auto` server has the timeout but neither bound;
+//! [`serve`] has all three, with the bound kept below the descriptor limit.
 //!
 //! # Safety and correctness
 //!
@@ -195,6 +228,20 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //!   agent-check report a WebSocket and a gRPC `Health/Watch` stream (ORCA's own stream
 //!   uncounted); a client leaving its Watch → `Cancelled`; shutdown → 1001, `drain`, and
 //!   a Watch still open cut off after the bounded drain (`Shutdown`).
+//! * `tests/serve.rs`: [`serve`] on loopback: 256 slowloris heads trickled a byte at a
+//!   time are each closed within the 1 s head timeout, while descriptors stay under the
+//!   clients' plus the bound of 64 (not twice the clients) and a fresh GET and WebSocket
+//!   echo are answered; an idle keep-alive connection closes after the head timeout;
+//!   upgraded sockets and a request in flight are not shed before heads still arriving;
+//!   a head over 32 KiB is refused; graceful shutdown waits for the request in flight
+//!   and returns when it is done, and a stuck request holds it only for the shutdown
+//!   timeout.
+//! * `tests/serve_rlimit.rs`: a child process under `RLIMIT_NOFILE` 200 against 220
+//!   slowloris heads from the parent: with the default (derived) bound it never holds
+//!   more than half its limit and a fresh WebSocket session is served at once; with 120
+//!   more files open, `accept` fails with `EMFILE`, sheds the oldest head, and a fresh
+//!   session is still served. Each fails against the agent's former server (bound 256,
+//!   no shedding on `EMFILE`): the fresh session waits out the head timeout.
 //! * `tests/balance.rs`: a p2c balancer over two `/load` servers sends all 100 requests to
 //!   the less loaded one, follows the reports when they change, and never picks a backend
 //!   whose report is stale or missing over one with a fresh report; [`HttpLoadSource`]
@@ -248,6 +295,10 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 #![forbid(unsafe_code)]
 
 mod body;
+#[cfg(feature = "serve")]
+mod busy;
+#[cfg(feature = "serve")]
+mod descriptor_budget;
 mod feed;
 mod future;
 mod layer;
@@ -255,7 +306,11 @@ mod limits;
 mod load;
 #[cfg(feature = "orca")]
 mod orca_source;
+#[cfg(feature = "serve")]
+mod pending;
 mod report;
+#[cfg(feature = "serve")]
+mod serve;
 mod request_body;
 mod source;
 #[cfg(feature = "axum")]
@@ -280,6 +335,11 @@ pub use load::SessionLoad;
 #[cfg(feature = "orca")]
 pub use orca_source::{DRAINING_SEQUENCE, OrcaLoadSource};
 pub use report::{BackendLoad, Metric};
+#[cfg(feature = "serve")]
+pub use serve::{
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_HEADER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT,
+    MAX_DEFAULT_PENDING, Serve, ServeFuture, WithGracefulShutdown, serve,
+};
 pub use request_body::{BoxError, MessageTooLarge, RequestBody};
 pub use source::{HttpLoadSource, LoadSource};
 #[cfg(feature = "axum")]
