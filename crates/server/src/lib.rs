@@ -67,7 +67,6 @@ pub mod driver;
 pub mod first_chunk_clock;
 pub mod generated;
 pub mod grpc_agent;
-mod http_server;
 pub mod protocol;
 mod running_agent;
 mod websocket;

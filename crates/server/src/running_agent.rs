@@ -6,15 +6,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use axum::Router;
 use livecount_report::{LoadReport, serve_agent_check};
 use livecount_session::EndReason;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::agent_config::listen;
 use crate::conversation::burn;
 use crate::grpc_agent::serve_grpc;
-use crate::http_server::HttpServer;
 use crate::websocket::{router, scrape_router};
 use crate::{Agent, AgentConfig};
 
@@ -66,6 +67,22 @@ fn background_load(share: f64, stop: Arc<AtomicBool>) {
     });
 }
 
+/// Serves `app` on `listener` with the library's hardened HTTP server: the agent's head
+/// timeout and bound on pending connections, shutting down gracefully when `shutdown`
+/// becomes `true` (or its sender is gone), within the drain period.
+fn serve_http(agent: &Agent, listener: TcpListener, app: Router) -> JoinHandle<()> {
+    let mut shutdown: watch::Receiver<bool> = agent.shutdown_signal();
+    let signal = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    let server = livecount_tower::serve(listener, app)
+        .header_read_timeout(agent.config.header_read_timeout)
+        .max_pending(agent.config.max_pending_connections)
+        .with_graceful_shutdown(signal)
+        .shutdown_timeout(agent.config.drain);
+    tokio::spawn(server.into_future())
+}
+
 /// Waits up to `limit` for `task`, then aborts it.
 async fn join_within(task: JoinHandle<()>, limit: Duration) {
     let abort = task.abort_handle();
@@ -96,20 +113,9 @@ impl RunningAgent {
         let stop_background = Arc::new(AtomicBool::new(false));
         background_load(agent.config.background_load, Arc::clone(&stop_background));
         agent.publish();
-        let server = HttpServer::new(
-            agent.config.header_read_timeout,
-            agent.config.max_pending_connections,
-        );
         let tasks = Tasks {
-            http: tokio::spawn(server.clone().serve(
-                http,
-                router(Arc::clone(&agent)),
-                agent.shutdown_signal(),
-            )),
-            scrape: metrics.map(|listener| {
-                let app = scrape_router(&agent);
-                tokio::spawn(server.serve(listener, app, agent.shutdown_signal()))
-            }),
+            http: serve_http(&agent, http, router(Arc::clone(&agent))),
+            scrape: metrics.map(|listener| serve_http(&agent, listener, scrape_router(&agent))),
             grpc: grpc.map(|listener| tokio::spawn(serve_grpc(listener, Arc::clone(&agent)))),
             agent_check: check.map(|listener| {
                 tokio::spawn(serve_agent_check(listener, Arc::clone(&agent.board)))
