@@ -1,5 +1,5 @@
-//! Everything livecount offers a tokio service, mounted in 29 lines of user code: the
-//! bodies of `echo` (5), `serve` (19) and `main` (5) as rustfmt lays them out, not counting
+//! Everything livecount offers a tokio service, mounted in 30 lines of user code: the
+//! bodies of `echo` (5), `serve` (20) and `main` (5) as rustfmt lays them out, not counting
 //! `use` lines, signatures, comments and the `DRAIN` constant.
 //!
 //! * WebSocket sessions: an echo on `/session`, counted by `WebSocketSessions`;
@@ -8,6 +8,10 @@
 //!   service), under a `SessionLayer` whose predicate counts only that path, so ORCA's own
 //!   stream is no session;
 //! * `/load` (JSON) and `/metrics` (Prometheus text): `livecount_report::router`;
+//! * the HTTP side (WebSockets, `/load`, `/metrics`) served by `livecount_tower::serve`
+//!   rather than `axum::serve`: a request-head timeout, pending connections bounded below
+//!   the descriptor limit and a bounded graceful shutdown, so slowloris clients cannot
+//!   exhaust the process's descriptors;
 //! * ORCA out-of-band load reports (`OrcaService`) on the same tonic server;
 //! * HAProxy agent-check (`serve_agent_check`): `up N%`, or `drain` while shutting down.
 //!
@@ -69,7 +73,8 @@ pub(crate) async fn serve(
     let board = Arc::new(LoadBoard::new("b1", CapacityConfig::builder().build()?));
     let app = router(board.clone()).route("/session", get(echo));
     let app = app.with_state(WebSocketSessions::new(tracker.clone(), shutdown.clone()));
-    let http = axum::serve(http, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let http = livecount_tower::serve(http, app)
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let watch = |r: &http::Request<_>| r.uri().path() == "/grpc.health.v1.Health/Watch";
     let grpc = Server::builder()
         .layer(SessionLayer::new(tracker.clone()).with_predicate(watch))
@@ -84,7 +89,7 @@ pub(crate) async fn serve(
     board.set_draining(tracker.snapshot()); // agent-check says drain, ORCA streams end
     let drained = tokio::time::timeout(DRAIN, async { (http.await, grpc.await) }).await;
     tracker.end_all(EndReason::Shutdown); // the streams the drain cut off (a Watch never ends)
-    drained.map_or(Ok(()), |(http, grpc)| Ok(http??).and(Ok(grpc??))) // a server's error
+    drained.map_or(Ok(()), |(http, grpc)| Ok(http.and(grpc)??)) // a server's error
 }
 
 #[allow(dead_code)] // the integration test includes this file and runs `serve` itself

@@ -19,7 +19,7 @@
 //!
 //! # Examples
 //!
-//! A whole service in 29 lines: `examples/full_service.rs` mounts WebSocket sessions, a
+//! A whole service in 30 lines: `examples/full_service.rs` mounts WebSocket sessions, a
 //! tonic streaming RPC counted until its stream ends, `/load`, `/metrics`, ORCA and HAProxy
 //! agent-check (from `livecount-report`) on one tracker, and drains on a
 //! `CancellationToken` within a bound (`cargo run -p livecount-tower --example
