@@ -116,11 +116,13 @@ impl IntoEndReason for SocketEnd {
     }
 }
 
-/// What the session's task sends after the end: messages, then a close frame.
+/// What the session's task sends after the end: messages, then a close frame; or, for a
+/// client that closed first, just the flush of the close reply tungstenite queued.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Goodbye {
     messages: Vec<Message>,
     close: Option<CloseFrame>,
+    flush: bool,
 }
 
 impl Goodbye {
@@ -130,16 +132,25 @@ impl Goodbye {
 
     pub(crate) fn close((code, reason): (u16, &'static str)) -> Self {
         Goodbye {
-            messages: Vec::new(),
             close: Some(CloseFrame {
                 code,
                 reason: reason.into(),
             }),
+            ..Goodbye::default()
+        }
+    }
+
+    /// Completes a close handshake the client began: the reply goes out before the
+    /// connection is dropped (unless the handler's own last words say more).
+    pub(crate) fn or_flush(self) -> Self {
+        Goodbye {
+            flush: true,
+            ..self
         }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.messages.is_empty() && self.close.is_none()
+        self.messages.is_empty() && self.close.is_none() && !self.flush
     }
 
     /// Sends the messages and the close frame, then reads until the peer's close reply (or
@@ -150,7 +161,17 @@ impl Goodbye {
                 return;
             }
         }
-        let Some(close) = self.close else { return };
+        let Some(close) = self.close else {
+            if self.flush {
+                // Sends the close reply tungstenite queued (or a close, if none was) and
+                // flushes it.
+                let close = |cx: &mut std::task::Context<'_>| {
+                    futures_sink::Sink::<Message>::poll_close(std::pin::Pin::new(&mut socket), cx)
+                };
+                let _ = std::future::poll_fn(close).await;
+            }
+            return;
+        };
         if socket.send(Message::Close(Some(close))).await.is_err() {
             return;
         }

@@ -316,8 +316,15 @@ impl SocketTask {
                 output = &mut handler => {
                     // The transport's word wins: a handler that saw its stream end says
                     // nothing about why.
-                    break match watch.transport().and_then(|t| t.ending()) {
-                        Some((reason, close)) => (reason, close.map_or_else(Goodbye::none, Goodbye::close)),
+                    break match watch.transport() {
+                        Some(end) => match end.ending() {
+                            Some((reason, close)) => (reason, close.map_or_else(Goodbye::none, Goodbye::close)),
+                            // The client closed: the handler's word, and the close reply.
+                            None => {
+                                let (reason, goodbye) = output.into_socket_end().into_parts();
+                                (reason, goodbye.or_flush())
+                            }
+                        },
                         None => output.into_socket_end().into_parts(),
                     };
                 }

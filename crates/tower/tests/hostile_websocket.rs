@@ -161,7 +161,14 @@ async fn pings_keep_a_quiet_client_alive() {
         "cut while pinging every 100 ms"
     );
     client.close(None).await.unwrap();
-    while within(5, client.next()).await.is_some() {}
+    // The close handshake completes: the server's reply, not a dropped connection.
+    loop {
+        match within(5, client.next()).await {
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_))) => break,
+            Some(Ok(_echoed)) => {}
+            other => panic!("expected the close reply, got {other:?}"),
+        }
+    }
     let tracker = service.tracker.clone();
     service.settled().await;
     assert_only(&tracker, EndReason::Completed);
