@@ -124,8 +124,9 @@ fn short(sessions: WebSocketSessions) -> WebSocketSessions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_peer_is_disconnected_at_the_idle_timeout_with_1008() {
     let service = serve(short, None).await;
-    let mut conn = raw_upgrade(service.addr, "/session", None).await;
+    // From before the upgrade: the server's wait begins before the client reads the 101.
     let start = Instant::now();
+    let mut conn = raw_upgrade(service.addr, "/session", None).await;
     assert_eq!(close_code(&mut conn).await, Some(1008));
     let took = start.elapsed();
     assert!(
@@ -274,8 +275,8 @@ async fn the_maximum_length_times_out_with_1000() {
             .idle_timeout(None)
     };
     let service = serve(limits, None).await;
-    let mut conn = raw_upgrade(service.addr, "/session", None).await;
     let start = Instant::now();
+    let mut conn = raw_upgrade(service.addr, "/session", None).await;
     assert_eq!(close_code(&mut conn).await, Some(1000));
     assert!(start.elapsed() >= Duration::from_millis(400));
     let tracker = service.tracker.clone();
