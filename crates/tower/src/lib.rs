@@ -309,9 +309,9 @@ mod orca_source;
 #[cfg(feature = "serve")]
 mod pending;
 mod report;
+mod request_body;
 #[cfg(feature = "serve")]
 mod serve;
-mod request_body;
 mod source;
 #[cfg(feature = "axum")]
 mod socket_end;
@@ -335,12 +335,12 @@ pub use load::SessionLoad;
 #[cfg(feature = "orca")]
 pub use orca_source::{DRAINING_SEQUENCE, OrcaLoadSource};
 pub use report::{BackendLoad, Metric};
+pub use request_body::{BoxError, MessageTooLarge, RequestBody};
 #[cfg(feature = "serve")]
 pub use serve::{
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_HEADER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT,
     MAX_DEFAULT_PENDING, Serve, ServeFuture, WithGracefulShutdown, serve,
 };
-pub use request_body::{BoxError, MessageTooLarge, RequestBody};
 pub use source::{HttpLoadSource, LoadSource};
 #[cfg(feature = "axum")]
 pub use socket_limits::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SOCKET_IDLE_TIMEOUT, SocketLimits};
