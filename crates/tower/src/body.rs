@@ -4,6 +4,7 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
 use http_body::{Body, Frame, SizeHint};
@@ -58,6 +59,8 @@ pin_project! {
         outcome: EndReason,
         // Whether the response is gRPC: a cut ends with the limit's status in trailers.
         grpc: bool,
+        // How a drop before the end leaves the session to the service for a while.
+        deferred: Option<Deferred<C, M>>,
     }
 
     impl<B, C: Counter, M> PinnedDrop for SessionBody<B, C, M> {
@@ -65,11 +68,59 @@ pin_project! {
             let this = this.project();
             if let Some(session) = this.session.take() {
                 // Before its end (at its end, `poll_frame` or `is_end_stream` ended it already).
-                session.end(match *this.outcome {
-                    EndReason::Completed => EndReason::Cancelled,
-                    failure => failure,
-                });
+                match (*this.outcome, this.deferred.take()) {
+                    (EndReason::Completed, Some(deferred)) => (deferred.end)(session, deferred.grace),
+                    (EndReason::Completed, None) => {
+                        session.end(EndReason::Cancelled);
+                    }
+                    (failure, _) => {
+                        session.end(failure);
+                    }
+                }
             }
+        }
+    }
+}
+
+/// A dropped response's session left to the service for `grace` (it holds the request's
+/// `EndHandle` and may know better than "cancelled": a lost connection), then ended
+/// `Cancelled` by `end`, a function made where the session's types are known to be `Send`.
+pub(crate) struct Deferred<C: Counter, M> {
+    pub(crate) grace: Duration,
+    pub(crate) end: fn(Session<C, M>, Duration),
+}
+
+impl<C: Counter, M> Clone for Deferred<C, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C: Counter, M> Copy for Deferred<C, M> {}
+
+impl<C: Counter, M> fmt::Debug for Deferred<C, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Deferred")
+            .field("grace", &self.grace)
+            .finish()
+    }
+}
+
+/// Ends `session` `Cancelled` after `grace`, unless something ended it first (on a task of
+/// the current runtime; at once outside one).
+pub(crate) fn end_after<C: Counter + 'static, M: Send + Sync + 'static>(
+    session: Session<C, M>,
+    grace: Duration,
+) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move {
+                tokio::time::sleep(grace).await;
+                session.end(EndReason::Cancelled);
+            });
+        }
+        Err(_) => {
+            session.end(EndReason::Cancelled);
         }
     }
 }
@@ -104,7 +155,14 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
             watch,
             outcome,
             grpc,
+            deferred: None,
         }
+    }
+
+    /// The same body, leaving a drop before its end to the service as `deferred` says.
+    pub(crate) fn deferring(mut self, deferred: Option<Deferred<C, M>>) -> Self {
+        self.deferred = deferred;
+        self
     }
 
     /// The body of an answer the layer made itself: empty, holding no session.
@@ -115,6 +173,7 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
             watch: None,
             outcome: EndReason::Completed,
             grpc: false,
+            deferred: None,
         }
     }
 

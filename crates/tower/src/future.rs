@@ -12,7 +12,7 @@ use livecount::{Counter, PerThread};
 use livecount_session::{EndReason, Session};
 use pin_project_lite::pin_project;
 
-use crate::body::{SessionBody, head_outcome};
+use crate::body::{Deferred, SessionBody, head_outcome};
 use crate::limits::{Limit, is_grpc};
 use crate::watch::Watch;
 
@@ -53,6 +53,10 @@ pin_project! {
         grpc: bool,
         // The `Retry-After` seconds of a plain refusal.
         retry_after: u64,
+        // The cap a refusal met, for its message.
+        cap: Option<u64>,
+        // Passed on to the body: how a drop before its end is left to the service.
+        deferred: Option<Deferred<C, M>>,
     }
 
     impl<F, C: Counter, M> PinnedDrop for ResponseFuture<F, C, M> {
@@ -81,12 +85,21 @@ impl<F, C: Counter, M> ResponseFuture<F, C, M> {
             request,
             grpc,
             retry_after: 0,
+            cap: None,
+            deferred: None,
         }
+    }
+
+    /// The same future, its body leaving a drop before its end to the service as
+    /// `deferred` says.
+    pub(crate) fn deferring(mut self, deferred: Option<Deferred<C, M>>) -> Self {
+        self.deferred = deferred;
+        self
     }
 
     /// The layer's refusal at capacity: a gRPC `RESOURCE_EXHAUSTED`, or a 503 with
     /// `Retry-After: retry_after` seconds.
-    pub(crate) fn refused(grpc: bool, retry_after: u64) -> Self {
+    pub(crate) fn refused(grpc: bool, retry_after: u64, cap: Option<u64>) -> Self {
         ResponseFuture {
             inner: None,
             session: None,
@@ -94,6 +107,8 @@ impl<F, C: Counter, M> ResponseFuture<F, C, M> {
             request: RequestKind::Other,
             grpc,
             retry_after,
+            cap,
+            deferred: None,
         }
     }
 }
@@ -104,12 +119,19 @@ fn answer<B, C: Counter, M>(
     limit: Limit,
     grpc: bool,
     retry_after: u64,
+    cap: Option<u64>,
 ) -> Response<SessionBody<B, C, M>> {
     let mut response = Response::new(SessionBody::local());
     if grpc {
         let headers = response.headers_mut();
         *headers = limit.grpc_headers();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        if let Some(max) = cap.filter(|_| limit == Limit::AtCapacity) {
+            let message = format!("at capacity: {max} sessions");
+            if let Ok(message) = HeaderValue::try_from(message) {
+                headers.insert("grpc-message", message);
+            }
+        }
     } else {
         *response.status_mut() = limit.http_status();
         if limit == Limit::AtCapacity {
@@ -151,7 +173,8 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            return Poll::Ready(Ok(answer(Limit::AtCapacity, *this.grpc, *this.retry_after)));
+            let (retry_after, cap) = (*this.retry_after, *this.cap);
+            return Poll::Ready(Ok(answer(Limit::AtCapacity, *this.grpc, retry_after, cap)));
         };
         let polled = match (this.session.as_ref(), this.watch.as_deref()) {
             (Some(session), Some(watch)) => poll_watched(inner, session, watch, cx),
@@ -171,7 +194,7 @@ where
             Ok(limit) => {
                 this.session.take(); // ended by the limit
                 this.inner.set(None);
-                return Poll::Ready(Ok(answer(limit, *this.grpc, 0)));
+                return Poll::Ready(Ok(answer(limit, *this.grpc, 0, None)));
             }
             Err(result) => result,
         };
@@ -192,7 +215,10 @@ where
                     }
                 };
                 let watch = watch.filter(|_| session.is_some());
-                Ok(response.map(|body| SessionBody::watched(body, session, watch, outcome, grpc)))
+                let deferred = this.deferred.take();
+                Ok(response.map(|body| {
+                    SessionBody::watched(body, session, watch, outcome, grpc).deferring(deferred)
+                }))
             }
             Err(error) => {
                 if let Some(session) = session {

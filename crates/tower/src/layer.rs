@@ -12,6 +12,7 @@ use livecount_session::{Session, SessionTracker, StartError};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::body::{Deferred, end_after};
 use crate::future::{RequestKind, ResponseFuture};
 use crate::limits::{StreamLimits, Unwatched, Watched, is_grpc};
 use crate::request_body::RequestBody;
@@ -216,6 +217,29 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
         self
     }
 
+    /// Leaves a response dropped before its end to the service for `grace`, and ends it
+    /// `Cancelled` only then, if the service has not ended it. By default the drop ends the
+    /// session `Cancelled` at once.
+    ///
+    /// hyper drops a response when the client resets its stream *and* when the connection
+    /// dies, and the layer cannot tell which; a service that holds the request's
+    /// [`EndHandle`](livecount_session::EndHandle) (from its extensions) sees its request
+    /// body fail on a dead connection and can end the session
+    /// [`Disconnected`](livecount_session::EndReason::Disconnected) first. The grace is
+    /// how long its count may outlive the drop if the service says nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let tracker: livecount_session::SessionTracker = Default::default();
+    /// let layer = livecount_tower::SessionLayer::new(tracker)
+    ///     .leave_drops_to_service(Duration::from_millis(500));
+    /// assert_eq!(layer.limits().drop_grace(), Some(Duration::from_millis(500)));
+    /// ```
+    pub fn leave_drops_to_service(mut self, grace: Duration) -> Self {
+        self.limits.drop_grace = Some(grace);
+        self
+    }
+
     /// No limits at all: the layer as it was before limits, without a sweeper task.
     ///
     /// ```
@@ -376,7 +400,8 @@ enum Admission<C: Counter, M> {
     /// Counted, watched if limits apply.
     Counted(Session<C, M>, Option<Arc<Watch<C, M>>>),
     /// The tracker refused it (at its cap).
-    Refused,
+    /// Refused: at the tracker's cap (`Some(max)`), or with a full session table.
+    Refused(Option<u64>),
 }
 
 impl<S, C, M, P, R> SessionService<S, C, M, P, R>
@@ -395,15 +420,21 @@ where
         let session = match self.tracker.try_start() {
             Ok(session) => session,
             // Counted refused by the tracker itself.
-            Err(StartError::AtCapacity { .. }) => return Admission::Refused,
+            Err(StartError::AtCapacity { max }) => return Admission::Refused(Some(max)),
             // The table is full (two billion sessions): refused here, counted here.
             Err(_) => {
                 self.tracker.note_refused();
-                return Admission::Refused;
+                return Admission::Refused(None);
             }
         };
         let watch = self.watcher.as_ref().and_then(|w| w.watch(&session));
         Admission::Counted(session, watch)
+    }
+
+    /// How a response dropped before its end is left to the service, if it is.
+    fn deferred(&self) -> Option<Deferred<C, M>> {
+        let end = end_after::<C, M>;
+        self.limits.drop_grace.map(|grace| Deferred { grace, end })
     }
 
     /// The whole seconds of `Retry-After`, rounded up.
@@ -439,8 +470,9 @@ where
             Admission::Counted(session, watch) => {
                 request.extensions_mut().insert(session.handle());
                 ResponseFuture::new(self.inner.call(request), Some(session), watch, kind, grpc)
+                    .deferring(self.deferred())
             }
-            Admission::Refused => ResponseFuture::refused(grpc, self.retry_after()),
+            Admission::Refused(cap) => ResponseFuture::refused(grpc, self.retry_after(), cap),
         }
     }
 }
@@ -471,10 +503,13 @@ where
                 request.extensions_mut().insert(session.handle());
                 (Some(session), watch)
             }
-            Admission::Refused => return ResponseFuture::refused(grpc, self.retry_after()),
+            Admission::Refused(cap) => {
+                return ResponseFuture::refused(grpc, self.retry_after(), cap);
+            }
         };
         let request = request.map(|body| RequestBody::new(body, watch.clone(), limit, grpc));
         ResponseFuture::new(self.inner.call(request), session, watch, kind, grpc)
+            .deferring(self.deferred())
     }
 }
 

@@ -100,6 +100,7 @@ pub struct StreamLimits {
     pub(crate) write_timeout: Option<Duration>,
     pub(crate) max_request_message: Option<u64>,
     pub(crate) retry_after: Duration,
+    pub(crate) drop_grace: Option<Duration>,
 }
 
 impl Default for StreamLimits {
@@ -110,6 +111,7 @@ impl Default for StreamLimits {
             write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
             max_request_message: None,
             retry_after: DEFAULT_RETRY_AFTER,
+            drop_grace: None,
         }
     }
 }
@@ -129,7 +131,15 @@ impl StreamLimits {
             write_timeout: None,
             max_request_message: None,
             retry_after: DEFAULT_RETRY_AFTER,
+            drop_grace: None,
         }
+    }
+
+    /// How long a response dropped before its end is left to the service to end (see
+    /// [`SessionLayer::leave_drops_to_service`](crate::SessionLayer::leave_drops_to_service));
+    /// `None`: it ends `Cancelled` at once.
+    pub fn drop_grace(&self) -> Option<Duration> {
+        self.drop_grace
     }
 
     /// The longest a session lasts, from `call`.

@@ -460,3 +460,47 @@ async fn the_handler_gets_its_sessions_handle_and_its_end_wins() {
     assert_eq!(other.into_body().collect().await.unwrap().to_bytes(), "-");
     assert_only(&tracker, EndReason::Failed);
 }
+
+/// With `leave_drops_to_service`, a response dropped before its end is the service's to end
+/// for the grace (a lost connection: `Disconnected`), and `Cancelled` after it if the
+/// service says nothing; without it, the drop ends the session `Cancelled` at once.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_response_is_left_to_the_service_for_the_grace() {
+    let grace = Duration::from_millis(500);
+    for service_ends in [true, false] {
+        let tracker = Tracker::new();
+        let (handles, mut handed) = tokio::sync::mpsc::unbounded_channel();
+        let service = ServiceBuilder::new()
+            .layer(SessionLayer::new(tracker.clone()).leave_drops_to_service(grace))
+            .service_fn(move |request: Request<()>| {
+                let handle = request
+                    .extensions()
+                    .get::<livecount_session::EndHandle>()
+                    .cloned();
+                handles.send(handle.unwrap()).unwrap();
+                async { Ok::<_, Infallible>(Response::new(channel_body().1)) }
+            });
+        let response = service.oneshot(Request::new(())).await.unwrap();
+        let handle = handed.recv().await.unwrap();
+        drop(response); // the client went away, one way or another
+        tokio::time::sleep(grace / 2).await;
+        assert_eq!(tracker.active(), 1, "ended within the grace");
+        if service_ends {
+            assert!(handle.end(EndReason::Disconnected));
+        }
+        tokio::time::sleep(grace).await;
+        let expected = if service_ends {
+            EndReason::Disconnected
+        } else {
+            EndReason::Cancelled
+        };
+        assert_only(&tracker, expected);
+    }
+    // The default: at once.
+    let tracker = Tracker::new();
+    let response = respond_once(&tracker, channel_body().1)
+        .oneshot(Request::new(()))
+        .await;
+    drop(response);
+    assert_only(&tracker, EndReason::Cancelled);
+}

@@ -437,6 +437,7 @@ async fn a_burst_on_a_capped_tracker_admits_exactly_the_cap() {
             Ok(()) => admitted += 1,
             Err(status) => {
                 assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+                assert_eq!(status.message(), format!("at capacity: {CAP} sessions"));
                 refused += 1;
             }
         }
