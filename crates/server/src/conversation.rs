@@ -1,31 +1,30 @@
-//! One session's life, independent of the transport: frames in, frames out, and exactly
-//! one ending — whichever of bye, close, disconnect, deadline, idle timeout, a stalled
-//! writer, bad input or shutdown comes first.
+//! One session's conversation, independent of the transport: frames in, frames out, and
+//! the protocol's own ending — `bye`, a clean close, bad input, or replies the client never
+//! reads.
 //!
-//! The session's own limits are the session crate's: the incoming frames run as a
-//! [`TrackedStream`] with the maximum length as its deadline (`TimedOut`, close 1000) and
-//! the idle timeout as its heartbeat (`Disconnected`, close 1008), and any end from
-//! elsewhere (a transport's cancel or `grpc-timeout`, `end_all` at shutdown) wakes the
-//! loop at once. [`TrackedStream::stopped`] says which of these it was, so each gets its
-//! own close frame.
+//! The limits every session runs under (its maximum length, the idle timeout, a client that
+//! stops reading, shutdown, the cap on sessions) are not here: they are the edge libraries'
+//! (`livecount_tower::WebSocketSessions` for WebSocket, `SessionLayer` for gRPC), which end
+//! the session through its handle. The conversation watches for that end and stops at once.
 //!
-//! No send blocks the conversation: the response streams from its own task, and frames
-//! the loop itself answers with (`interrupted`) queue for room in a `select!` arm next to
-//! the input, which keeps being read (and so the stream's timers keep running). When frames
-//! wait and the transport takes none of them for [`Limits::write_timeout`], the client
-//! stopped reading: the session ends `Disconnected`. The admission slot goes with the
-//! session's end, before the last frames (`error`, close), which are best effort with a
-//! short bound.
+//! The conversation never ends the session itself either. It returns how it stopped
+//! ([`Ending`]), and the transport ends the session *first* and then says goodbye (an
+//! `error` frame, the close or the status), bounded, so a client that does not read holds
+//! neither the count nor the place under the cap.
+//!
+//! No send blocks the conversation: the response streams from its own task, and frames the
+//! loop itself answers with (`interrupted`) queue for room in a `select!` arm next to the
+//! input, which keeps being read.
 
 use std::collections::VecDeque;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt};
-use livecount_session::{EndHandle, EndReason, Phase, Session, StreamEnd, TrackedStream};
-use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
+use livecount_session::{EndHandle, EndReason, Phase};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::first_chunk_clock::{FirstChunkClock, FirstChunkTimer};
@@ -38,19 +37,12 @@ pub enum Incoming {
     Frame(ClientFrame),
     /// A frame that could not be understood; the text says why.
     Malformed(String),
-    /// A message above the size limit.
+    /// A message above the size limit (gRPC: tonic refused to decode it).
     TooLarge,
-    /// The client broke the transport's protocol (for WebSocket: RFC 6455 framing, 1002,
-    /// or invalid UTF-8 in a text frame, 1007); the session fails with `code`.
-    Violation {
-        /// RFC 6455 close code: 1002 protocol error or 1007 invalid payload data.
-        code: u16,
-        /// Human-readable reason for the close frame.
-        reason: &'static str,
-    },
     /// The client closed the stream cleanly (close frame, end of the gRPC stream).
     Closed,
-    /// The transport failed: reset, EOF without a close.
+    /// The transport failed: reset, EOF without a close, a read error (the transport knows
+    /// which).
     Lost,
 }
 
@@ -61,65 +53,60 @@ pub enum Outgoing {
     Frame(ServerFrame),
     /// Close the stream with a WebSocket close code (gRPC maps it to a status).
     Close {
-        /// RFC 6455 close code: 1000 normal, 1001 going away, 1002 protocol error,
-        /// 1007 invalid data, 1008 policy (idle), 1009 too big.
+        /// RFC 6455 close code: 1000 normal, 1001 going away, 1007 invalid data, 1009 too
+        /// big.
         code: u16,
         /// Human-readable reason.
         reason: &'static str,
     },
 }
 
-/// Limits and costs a conversation runs under.
+/// The cost of a response: what a speaking session burns and how it paces its chunks.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Longest session.
-    pub max_session: Duration,
-    /// Longest silence from the client.
-    pub idle_timeout: Duration,
-    /// Longest a frame may wait for the transport to take it (a client that stopped
-    /// reading); the session then ends `Disconnected`.
-    pub write_timeout: Duration,
+pub struct Pace {
     /// CPU burned per chunk.
     pub work: Duration,
     /// Pause between chunks.
     pub chunk_gap: Duration,
-    /// End the session `Disconnected` as soon as the transport's writer is gone (the
-    /// output channel closed). Right for WebSocket, whose writer task owns the socket. A
-    /// transport that can tell why its writer went (gRPC: a reset is `Cancelled`, a lost
-    /// connection `Disconnected`) sets `false` and says so through its incoming stream.
-    pub end_when_writer_gone: bool,
 }
 
-/// The longest the final close frame may wait for room: the session has ended already,
-/// so this bounds only how long its task lingers.
-const CLOSE_BOUND: Duration = Duration::from_secs(1);
+/// How a conversation stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// The protocol decided: the session should end with `reason`, and then the client be
+    /// told `farewell` (why its input failed) and closed with `close`.
+    Protocol {
+        /// The session's reason.
+        reason: EndReason,
+        /// A frame to send after the end, before the close.
+        farewell: Option<ServerFrame>,
+        /// The close code and reason (gRPC: the status), if the client is to get one.
+        close: Option<(u16, &'static str)>,
+    },
+    /// The client's input failed or ended without a close: the transport knows why
+    /// (a reset, a lost connection).
+    Lost,
+    /// The transport's writer is gone (it failed a send, or the response was dropped).
+    WriterGone,
+    /// Something else ended the session first (a limit, shutdown, the transport): nothing
+    /// more to say here.
+    Elsewhere(EndReason),
+}
+
+impl Ending {
+    fn protocol(reason: EndReason, close: Option<(u16, &'static str)>) -> Self {
+        Ending::Protocol {
+            reason,
+            farewell: None,
+            close,
+        }
+    }
+}
 
 /// Most replies (`interrupted`) that may wait for room at once. A client that sends more
 /// interrupts than this without reading a frame is not reading: the session ends
-/// `Disconnected`, as a stall would, instead of queueing without bound.
+/// `Disconnected`, instead of queueing without bound.
 const MAX_WAITING_REPLIES: usize = 16;
-
-/// How a conversation ends: the reason, and the close frame to send (if any).
-type Ending = (EndReason, Option<(u16, &'static str)>);
-
-/// The ending for why the tracked input stopped: its own deadline (close 1000) or idle
-/// limit (1008), or an end from elsewhere, which closes only for a shutdown (1001); the
-/// transport that ended the session otherwise says why itself (gRPC: `CANCELLED`,
-/// `DEADLINE_EXCEEDED`).
-fn ending_for(stopped: StreamEnd) -> Ending {
-    let close = match stopped {
-        StreamEnd::Deadline => Some((1000, "max session length")),
-        StreamEnd::Idle => Some((1008, "idle timeout")),
-        StreamEnd::Elsewhere(EndReason::Shutdown) => Some(SHUTDOWN_CLOSE),
-        // The input ends in `Lost` (see `converse`), so the source's own end is never
-        // reached; `Finished` would mean a completed session with nothing more to say.
-        _ => None,
-    };
-    (stopped.reason(), close)
-}
-
-/// The close frame of a shutdown.
-const SHUTDOWN_CLOSE: (u16, &str) = (1001, "server shutting down");
 
 /// The response being streamed.
 #[derive(Debug)]
@@ -138,105 +125,13 @@ pub fn burn(d: Duration) {
     }
 }
 
-/// `now + d`, saturating at a far future instead of overflowing (`Instant + Duration`
-/// panics past the platform's range).
-fn after(d: Duration) -> tokio::time::Instant {
-    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
-    tokio::time::Instant::now() + d.min(FAR)
-}
-
-// === impl Output ===
-
-/// The conversation's end of the output channel: a sender that counts the frames it has
-/// put in, so that [`StallWatch`] can tell how many the transport has taken out.
-#[derive(Debug, Clone)]
-struct Output {
-    tx: mpsc::Sender<Outgoing>,
-    put: Arc<AtomicU64>,
-}
-
-impl Output {
-    fn new(tx: mpsc::Sender<Outgoing>) -> Self {
-        Self {
-            tx,
-            put: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
-    /// Sends `frame`, waiting for room; `Err` if the transport is gone.
-    async fn send(&self, frame: Outgoing) -> Result<(), ()> {
-        self.tx.send(frame).await.map_err(drop)?;
-        self.counted();
-        Ok(())
-    }
-
-    /// Notes one frame put in.
-    fn counted(&self) {
-        // Relaxed: the count is an estimate read next to the channel's length; a reader
-        // that misses the latest send sees less progress, and the stall watch needs
-        // progress over a whole write timeout, so a momentary lag cannot end a session.
-        self.put.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Frames waiting in the channel, and frames the transport has taken out so far.
-    fn queued_and_taken(&self) -> (u64, u64) {
-        let queued = (self.tx.max_capacity() - self.tx.capacity()) as u64;
-        let put = self.put.load(Ordering::Relaxed);
-        (queued, put.saturating_sub(queued))
-    }
-}
-
-// === impl StallWatch ===
-
-/// Decides that the client stopped reading: frames wait in the output channel and the
-/// transport has taken none of them for the write timeout. A slow reader that takes
-/// something now and then is progress, not a stall; a client that keeps sending (even
-/// `speak`s that restart the response) does not reset it.
-#[derive(Debug)]
-struct StallWatch {
-    limit: Duration,
-    period: Duration,
-    next_check: tokio::time::Instant,
-    last_taken: u64,
-    stuck_since: Option<tokio::time::Instant>,
-}
-
-impl StallWatch {
-    fn new(limit: Duration) -> Self {
-        // Checked four times per timeout: a stall is seen at most a quarter late.
-        let period = (limit / 4).max(Duration::from_millis(10));
-        Self {
-            limit,
-            period,
-            next_check: after(period),
-            last_taken: 0,
-            stuck_since: None,
-        }
-    }
-
-    /// Looks at `out` (at `next_check`); `true` once nothing was taken for the limit
-    /// while something waited.
-    fn stalled(&mut self, out: &Output) -> bool {
-        let now = tokio::time::Instant::now();
-        self.next_check = after(self.period);
-        let (queued, taken) = out.queued_and_taken();
-        if queued == 0 || taken > self.last_taken {
-            self.last_taken = self.last_taken.max(taken);
-            self.stuck_since = None;
-            return false;
-        }
-        let since = *self.stuck_since.get_or_insert(now);
-        now.duration_since(since) >= self.limit
-    }
-}
-
 /// Streams response `id`: `chunks` chunks, then `done` (reported on `done`). A
 /// `first_chunk` timer stops when the first chunk is handed to `out`.
 fn spawn_response(
     id: u64,
     chunks: u32,
-    limits: Limits,
-    out: Output,
+    pace: Pace,
+    out: mpsc::Sender<Outgoing>,
     done: mpsc::UnboundedSender<u64>,
     mut first_chunk: Option<FirstChunkTimer>,
 ) -> Response {
@@ -244,12 +139,12 @@ fn spawn_response(
     let counter = Arc::clone(&sent);
     let task = tokio::spawn(async move {
         for seq in 0..chunks {
-            if !limits.work.is_zero() {
-                let work = limits.work;
+            if !pace.work.is_zero() {
+                let work = pace.work;
                 let _ = tokio::task::spawn_blocking(move || burn(work)).await;
             }
-            // Waits for room without a bound of its own: the loop's stall watch ends the
-            // session (and aborts this task) if the transport stops taking frames.
+            // Waits for room without a bound of its own: the transport's write timeout ends
+            // the session (and the loop aborts this task) if the client stops reading.
             if out
                 .send(Outgoing::Frame(ServerFrame::Chunk { seq }))
                 .await
@@ -260,10 +155,11 @@ fn spawn_response(
             if let Some(timer) = first_chunk.take() {
                 timer.stop();
             }
+            // Release: pairs with the Acquire in `stop_response`, which reports the count.
             counter.store(seq + 1, Ordering::Release);
             // A zero gap does not sleep: tokio would round it up to its 1 ms timer tick.
-            if !limits.chunk_gap.is_zero() {
-                tokio::time::sleep(limits.chunk_gap).await;
+            if !pace.chunk_gap.is_zero() {
+                tokio::time::sleep(pace.chunk_gap).await;
             }
         }
         if out
@@ -280,18 +176,15 @@ fn spawn_response(
 /// The state of one conversation between its frames.
 #[derive(Debug)]
 struct Conversation {
-    /// The session, owned by the tracked input stream; this handle moves its phase and
-    /// ends it for the endings the loop decides.
+    /// Moves the session's phase; the transport owns the session and its end.
     handle: EndHandle,
-    out: Output,
-    limits: Limits,
+    out: mpsc::Sender<Outgoing>,
+    pace: Pace,
     done: mpsc::UnboundedSender<u64>,
     response: Option<Response>,
     next_id: u64,
     /// Frames the loop answered with, waiting for room in `out`, oldest first.
     waiting: VecDeque<Outgoing>,
-    /// A frame to send after the end, before the close frame (why the input failed).
-    farewell: Option<ServerFrame>,
     /// Times the first response to its first chunk; taken by the first `speak`.
     first_chunk: Option<FirstChunkClock>,
 }
@@ -306,7 +199,7 @@ impl Conversation {
                 self.handle.set_phase(Phase::Generating);
                 let (out, done) = (self.out.clone(), self.done.clone());
                 let timer = self.first_chunk.take().map(FirstChunkClock::start);
-                let response = spawn_response(self.next_id, chunks, self.limits, out, done, timer);
+                let response = spawn_response(self.next_id, chunks, self.pace, out, done, timer);
                 self.response = Some(response);
             }
             Incoming::Frame(ClientFrame::Interrupt) => {
@@ -316,20 +209,23 @@ impl Conversation {
             }
             Incoming::Frame(ClientFrame::Idle) => {}
             Incoming::Frame(ClientFrame::Bye) => {
-                return Some((EndReason::Completed, Some((1000, "bye"))));
+                return Some(Ending::protocol(EndReason::Completed, Some((1000, "bye"))));
             }
             Incoming::Malformed(message) => {
-                self.farewell = Some(ServerFrame::Error { message });
-                return Some((EndReason::Failed, Some((1007, "invalid frame"))));
+                return Some(Ending::Protocol {
+                    reason: EndReason::Failed,
+                    farewell: Some(ServerFrame::Error { message }),
+                    close: Some((1007, "invalid frame")),
+                });
             }
             Incoming::TooLarge => {
-                return Some((EndReason::Failed, Some((1009, "message too big"))));
+                return Some(Ending::protocol(
+                    EndReason::Failed,
+                    Some((1009, "message too big")),
+                ));
             }
-            Incoming::Violation { code, reason } => {
-                return Some((EndReason::Failed, Some((code, reason))));
-            }
-            Incoming::Closed => return Some((EndReason::Completed, None)),
-            Incoming::Lost => return Some((EndReason::Disconnected, None)),
+            Incoming::Closed => return Some(Ending::protocol(EndReason::Completed, None)),
+            Incoming::Lost => return Some(Ending::Lost),
         }
         None
     }
@@ -338,12 +234,9 @@ impl Conversation {
     /// the loop's `reserve` arm; `Some` (disconnected) past [`MAX_WAITING_REPLIES`].
     fn reply(&mut self, frame: Outgoing) -> Option<Ending> {
         let frame = if self.waiting.is_empty() {
-            match self.out.tx.try_send(frame) {
-                Ok(()) => {
-                    self.out.counted();
-                    return None;
-                }
-                // A closed channel too: the `reserve` arm then ends the session.
+            match self.out.try_send(frame) {
+                Ok(()) => return None,
+                // A closed channel too: the `reserve` arm then stops the conversation.
                 Err(mpsc::error::TrySendError::Full(frame))
                 | Err(mpsc::error::TrySendError::Closed(frame)) => frame,
             }
@@ -352,7 +245,7 @@ impl Conversation {
         };
         if self.waiting.len() == MAX_WAITING_REPLIES {
             // Interrupts faster than the client reads their answers.
-            return Some((EndReason::Disconnected, None));
+            return Some(Ending::protocol(EndReason::Disconnected, None));
         }
         self.waiting.push_back(frame);
         None
@@ -362,6 +255,7 @@ impl Conversation {
     fn stop_response(&mut self) -> u32 {
         self.response.take().map_or(0, |r| {
             r.task.abort();
+            // Acquire: pairs with the Release in `spawn_response`.
             r.sent.load(Ordering::Acquire)
         })
     }
@@ -373,113 +267,78 @@ impl Conversation {
             self.handle.set_phase(Phase::Listening);
         }
     }
-
-    /// After the end: the farewell frame and the close, for at most [`CLOSE_BOUND`].
-    async fn say_goodbye(&mut self, close: Option<(u16, &'static str)>) {
-        let last_words = self.farewell.take().map(Outgoing::Frame).into_iter();
-        let close = close.map(|(code, reason)| Outgoing::Close { code, reason });
-        let out = &self.out;
-        let goodbye = async {
-            for frame in last_words.chain(close) {
-                if out.send(frame).await.is_err() {
-                    return;
-                }
-            }
-        };
-        let bound = CLOSE_BOUND.min(self.limits.write_timeout);
-        let _ = tokio::time::timeout(bound, goodbye).await;
-    }
 }
 
-/// Runs one session to its end and returns the reason it ended with (the first ending
-/// wins: a session ended elsewhere, e.g. by `end_all` or the transport's handle, reports
-/// that reason).
+/// Runs one session's conversation until the protocol decides its end, the input is lost,
+/// the writer goes, or something else ends the session through `handle`; returns which
+/// ([`Ending`]). The session is not ended here: the caller ends it with the ending's reason
+/// and then says goodbye.
 ///
-/// `incoming` ending without [`Incoming::Closed`] is a lost connection (`Disconnected`),
-/// never a completed session. `slot` (the session's admission permit) is released right
-/// after the session ends, before the last frames (an `error`, the close) are offered to
-/// `out` for at most a second: a client that does not read holds neither the count nor
-/// the slot.
-///
-/// With `first_chunk`, the first response's time to its first chunk is recorded (see
-/// [`FirstChunkClock`]).
+/// `incoming` ending without [`Incoming::Closed`] is [`Ending::Lost`], never a completed
+/// session. With `first_chunk`, the first response's time to its first chunk is recorded
+/// (see [`FirstChunkClock`]).
 pub async fn converse<S>(
-    session: Session,
-    slot: Option<OwnedSemaphorePermit>,
+    handle: EndHandle,
     incoming: S,
     out: mpsc::Sender<Outgoing>,
-    limits: Limits,
-    mut shutdown: watch::Receiver<bool>,
+    pace: Pace,
     first_chunk: Option<FirstChunkClock>,
-) -> EndReason
+) -> Ending
 where
-    S: Stream<Item = Incoming> + Unpin,
+    S: Stream<Item = Incoming>,
 {
-    let handle = session.handle();
     let incoming = incoming.chain(futures_util::stream::once(async { Incoming::Lost }));
-    let incoming =
-        TrackedStream::new(session, incoming, limits.max_session).idle_timeout(limits.idle_timeout);
     let mut incoming = pin!(incoming);
-    let mut stall = StallWatch::new(limits.write_timeout);
     let (done, mut done_rx) = mpsc::unbounded_channel();
-    let out = Output::new(out);
-    // The loop's own handle on `out` (the select arms borrow it while `c` changes).
+    // The loop's own sender (the select arms borrow it while `c` changes).
     let room_in = out.clone();
+    let ended = handle.clone();
     let mut c = Conversation {
         handle,
         out,
-        limits,
+        pace,
         done,
         response: None,
         next_id: 0,
         waiting: VecDeque::new(),
-        farewell: None,
         first_chunk,
     };
-    let (reason, close) = loop {
-        if *shutdown.borrow() {
-            break (EndReason::Shutdown, Some(SHUTDOWN_CLOSE));
-        }
+    let ending = loop {
         tokio::select! {
-            msg = incoming.next() => match msg {
-                Some(msg) => {
-                    if let Some(ending) = c.on_incoming(msg) {
-                        break ending;
-                    }
+            biased;
+            reason = ended.ended() => break Ending::Elsewhere(reason),
+            msg = incoming.next() => {
+                if let Some(ending) = c.on_incoming(msg.unwrap_or(Incoming::Lost)) {
+                    break ending;
                 }
-                // The stream stopped: its deadline, its idle limit, or an end from
-                // elsewhere (it yields `None` only with a reason).
-                None => break ending_for(incoming.stopped().unwrap_or(StreamEnd::Finished)),
-            },
-            room = room_in.tx.reserve(), if !c.waiting.is_empty() => match (room, c.waiting.pop_front()) {
-                (Ok(room), Some(frame)) => {
-                    room.send(frame);
-                    room_in.counted();
-                }
-                _ => break (EndReason::Disconnected, None),
+            }
+            room = room_in.reserve(), if !c.waiting.is_empty() => match (room, c.waiting.pop_front()) {
+                (Ok(room), Some(frame)) => room.send(frame),
+                _ => break Ending::WriterGone,
             },
             Some(id) = done_rx.recv() => c.on_done(id),
-            () = tokio::time::sleep_until(stall.next_check) => {
-                if stall.stalled(&room_in) {
-                    // The client stopped reading: a dead peer for all we can tell.
-                    break (EndReason::Disconnected, None);
-                }
-            }
-            // The transport's writer is gone (a failed or timed-out write).
-            () = room_in.tx.closed(), if limits.end_when_writer_gone => break (EndReason::Disconnected, None),
-            changed = shutdown.changed() => {
-                if changed.is_err() {
-                    // The agent is gone without saying so: end as a shutdown would.
-                    break (EndReason::Shutdown, Some(SHUTDOWN_CLOSE));
-                }
-            }
+            () = room_in.closed() => break Ending::WriterGone,
         }
     };
     c.stop_response();
-    c.handle.end(reason);
-    drop(slot);
-    c.say_goodbye(close).await;
-    c.handle.reason().unwrap_or(reason)
+    ending
+}
+
+/// Offers `frames` to `out` after the session's end, for at most `bound`: a client that does
+/// not read gets nothing more, and its task is done within the bound.
+pub async fn say_goodbye(
+    out: &mpsc::Sender<Outgoing>,
+    frames: impl IntoIterator<Item = Outgoing>,
+    bound: Duration,
+) {
+    let goodbye = async {
+        for frame in frames {
+            if out.send(frame).await.is_err() {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(bound, goodbye).await;
 }
 
 #[cfg(test)]
@@ -487,352 +346,181 @@ mod tests {
     use super::*;
     use livecount_report::PrequalEstimator;
     use livecount_session::SessionTracker;
-    use tokio::sync::Semaphore;
 
-    fn limits() -> Limits {
-        Limits {
-            max_session: Duration::from_secs(3600),
-            idle_timeout: Duration::from_secs(3600),
-            write_timeout: Duration::from_secs(2),
+    fn pace() -> Pace {
+        Pace {
             work: Duration::ZERO,
             chunk_gap: Duration::ZERO,
-            end_when_writer_gone: true,
         }
     }
 
-    /// A conversation whose output nobody reads (a gRPC response stream the client's
-    /// window keeps unpolled): frames in through the returned sender.
-    struct Stalled {
-        tracker: SessionTracker,
-        slots: Arc<Semaphore>,
-        frames: mpsc::UnboundedSender<Incoming>,
-        ended: JoinHandle<EndReason>,
-        unread: mpsc::Receiver<Outgoing>,
-        _shutdown: watch::Sender<bool>,
-    }
-
-    fn stalled() -> Stalled {
-        let tracker: SessionTracker = SessionTracker::new();
-        let slots = Arc::new(Semaphore::new(1));
-        let slot = Arc::clone(&slots).try_acquire_owned().unwrap();
-        let (frames, rx) = mpsc::unbounded_channel();
-        let incoming = futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|msg| (msg, rx))
-        });
-        let (out, unread) = mpsc::channel(8);
-        let shutdown = watch::channel(false).0;
-        let session = tracker.start();
-        let ended = tokio::spawn(converse(
-            session,
-            Some(slot),
-            Box::pin(incoming),
-            out,
-            limits(),
-            shutdown.subscribe(),
-            None,
-        ));
-        Stalled {
-            tracker,
-            slots,
-            frames,
-            ended,
-            unread,
-            _shutdown: shutdown,
-        }
-    }
-
-    /// Waits (in paused time) until the session has ended; returns how long it took.
-    async fn ended_after(s: &Stalled) -> Duration {
-        let start = tokio::time::Instant::now();
-        while s.tracker.active() > 0 {
-            assert!(start.elapsed() < Duration::from_secs(60), "never ended");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        start.elapsed()
-    }
-
-    /// Sends `frame` every 100 ms, as a client that keeps talking does.
-    fn every_100ms(s: &Stalled, frame: ClientFrame) -> JoinHandle<()> {
-        let frames = s.frames.clone();
-        tokio::spawn(async move {
-            while frames.send(Incoming::Frame(frame)).is_ok() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_response_nobody_reads_ends_disconnected_despite_heartbeats() {
-        // `speak` as the heartbeat: each one restarts the response, whose send then
-        // waits afresh; the stall is measured on what the transport takes, not per send.
-        for heartbeat in [ClientFrame::Idle, ClientFrame::Speak { chunks: 10_000 }] {
-            let s = stalled();
-            s.frames
-                .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
-                .unwrap();
-            let heartbeats = every_100ms(&s, heartbeat);
-            let took = ended_after(&s).await;
-            assert!(took < limits().write_timeout * 2, "{heartbeat:?}: {took:?}");
-            assert_eq!(s.slots.available_permits(), 1, "the slot goes with the end");
-            let snapshot = s.tracker.snapshot();
-            assert_eq!(
-                snapshot.ended_by(EndReason::Disconnected),
-                1,
-                "{snapshot:?}"
-            );
-            // The close frame finds no room either: a short bound, then the task is done.
-            let reason = tokio::time::timeout(Duration::from_secs(2), s.ended).await;
-            assert_eq!(reason.unwrap().unwrap(), EndReason::Disconnected);
-            heartbeats.abort();
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_slow_reader_that_keeps_taking_frames_is_not_a_stall() {
-        let mut s = stalled();
-        s.frames
-            .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
-            .unwrap();
-        let heartbeats = every_100ms(&s, ClientFrame::Idle);
-        // One frame per 0.9 write timeouts, for ten write timeouts: always behind, never
-        // stuck for a whole write timeout.
-        let pace = limits().write_timeout.mul_f64(0.9);
-        for _ in 0..11 {
-            tokio::time::sleep(pace).await;
-            assert!(s.unread.recv().await.is_some());
-        }
-        assert_eq!(s.tracker.active(), 1, "{:?}", s.tracker.snapshot());
-        heartbeats.abort();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_interrupt_that_finds_no_room_does_not_block_the_timers() {
-        let s = stalled();
-        s.frames
-            .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(10)).await; // the output fills up
-        s.frames
-            .send(Incoming::Frame(ClientFrame::Interrupt))
-            .unwrap();
-        let took = ended_after(&s).await;
-        assert!(took < limits().write_timeout * 2, "{took:?}");
-        assert_eq!(s.slots.available_permits(), 1);
-        let reason = tokio::time::timeout(Duration::from_secs(2), s.ended).await;
-        assert_eq!(reason.unwrap().unwrap(), EndReason::Disconnected);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_idle_timeout_is_a_missed_heartbeat_disconnected() {
-        let mut l = limits();
-        l.idle_timeout = Duration::from_secs(1);
-        let tracker: SessionTracker = SessionTracker::new();
-        let (out, mut rx) = mpsc::channel(8);
-        let shutdown = watch::channel(false).0;
-        let reason = converse(
-            tracker.start(),
-            None,
-            futures_util::stream::pending(),
-            out,
-            l,
-            shutdown.subscribe(),
-            None,
-        )
-        .await;
-        assert_eq!(reason, EndReason::Disconnected);
-        assert_eq!(
-            rx.recv().await,
-            Some(Outgoing::Close {
-                code: 1008,
-                reason: "idle timeout"
-            })
-        );
-    }
-
-    /// Runs `converse` over `incoming` with `l`; returns its task, the session's handle,
-    /// the output's receiver and the shutdown sender.
+    /// Runs `converse` on a fresh session over `incoming` with `room` frames of output
+    /// room; returns its task, the session's handle and the output's receiver.
     fn run(
         tracker: &SessionTracker,
-        incoming: impl Stream<Item = Incoming> + Unpin + Send + 'static,
-        l: Limits,
+        incoming: impl Stream<Item = Incoming> + Send + 'static,
         room: usize,
     ) -> (
-        JoinHandle<EndReason>,
-        livecount_session::EndHandle,
+        JoinHandle<Ending>,
+        livecount_session::Session,
         mpsc::Receiver<Outgoing>,
-        watch::Sender<bool>,
     ) {
         let (out, rx) = mpsc::channel(room);
-        let shutdown = watch::channel(false).0;
         let session = tracker.start();
-        let handle = session.handle();
-        let task = tokio::spawn(converse(
-            session,
-            None,
-            incoming,
-            out,
-            l,
-            shutdown.subscribe(),
-            None,
-        ));
-        (task, handle, rx, shutdown)
+        let task = tokio::spawn(converse(session.handle(), incoming, out, pace(), None));
+        (task, session, rx)
     }
 
-    /// The close frame among what the conversation sent, if any.
-    async fn close_of(rx: &mut mpsc::Receiver<Outgoing>) -> Option<(u16, &'static str)> {
-        while let Some(frame) = rx.recv().await {
-            if let Outgoing::Close { code, reason } = frame {
-                return Some((code, reason));
+    #[tokio::test(start_paused = true)]
+    async fn bye_and_a_clean_close_complete_without_ending_the_session_here() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let bye = futures_util::stream::iter([Incoming::Frame(ClientFrame::Bye)])
+            .chain(futures_util::stream::pending());
+        let (task, session, _rx) = run(&tracker, bye, 8);
+        assert_eq!(
+            task.await.unwrap(),
+            Ending::protocol(EndReason::Completed, Some((1000, "bye")))
+        );
+        assert_eq!(
+            session.reason(),
+            None,
+            "the transport ends it, not the conversation"
+        );
+        let clean = futures_util::stream::iter([Incoming::Closed]);
+        let (task, _session, _rx) = run(&tracker, clean, 8);
+        assert_eq!(
+            task.await.unwrap(),
+            Ending::protocol(EndReason::Completed, None)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_malformed_frame_fails_with_its_message_as_farewell_and_1007() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let bad = futures_util::stream::iter([Incoming::Malformed("why".into())]);
+        let (task, _session, _rx) = run(&tracker, bad, 8);
+        assert_eq!(
+            task.await.unwrap(),
+            Ending::Protocol {
+                reason: EndReason::Failed,
+                farewell: Some(ServerFrame::Error {
+                    message: "why".into()
+                }),
+                close: Some((1007, "invalid frame")),
             }
-        }
-        None
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_max_length_ends_timed_out_with_close_1000() {
-        let mut l = limits();
-        l.max_session = Duration::from_secs(5);
-        let tracker: SessionTracker = SessionTracker::new();
-        let (task, _, mut rx, _shutdown) = run(&tracker, futures_util::stream::pending(), l, 8);
-        let start = tokio::time::Instant::now();
-        assert_eq!(task.await.unwrap(), EndReason::TimedOut);
-        assert!(
-            start.elapsed() >= Duration::from_secs(5),
-            "{:?}",
-            start.elapsed()
         );
-        assert_eq!(close_of(&mut rx).await, Some((1000, "max session length")));
-    }
-
-    /// A transport's own end (gRPC's `grpc-timeout`, a reset) wakes the loop through the
-    /// session, and the transport, not the loop, says why: no close frame.
-    #[tokio::test(start_paused = true)]
-    async fn an_end_from_the_transport_wins_and_sends_no_close() {
-        for reason in [EndReason::TimedOut, EndReason::Cancelled] {
-            let tracker: SessionTracker = SessionTracker::new();
-            let (task, handle, mut rx, _shutdown) =
-                run(&tracker, futures_util::stream::pending(), limits(), 8);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            assert!(handle.end(reason));
-            let ended = tokio::time::timeout(Duration::from_secs(1), task).await;
-            assert_eq!(ended.expect("the end woke the loop").unwrap(), reason);
-            assert_eq!(close_of(&mut rx).await, None, "{reason:?}");
-            assert_eq!(tracker.snapshot().ended_by(reason), 1);
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn end_all_at_shutdown_closes_1001() {
-        let tracker: SessionTracker = SessionTracker::new();
-        let (task, _, mut rx, _shutdown) =
-            run(&tracker, futures_util::stream::pending(), limits(), 8);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        tracker.end_all(EndReason::Shutdown);
-        assert_eq!(task.await.unwrap(), EndReason::Shutdown);
+        let big = futures_util::stream::iter([Incoming::TooLarge]);
+        let (task, _session, _rx) = run(&tracker, big, 8);
         assert_eq!(
-            close_of(&mut rx).await,
-            Some((1001, "server shutting down"))
+            task.await.unwrap(),
+            Ending::protocol(EndReason::Failed, Some((1009, "message too big")))
         );
     }
 
+    /// Input that just stops (no close frame, no `Closed`) is lost, never completed.
     #[tokio::test(start_paused = true)]
-    async fn the_shutdown_signal_closes_1001() {
-        let tracker: SessionTracker = SessionTracker::new();
-        let (task, _, mut rx, shutdown) =
-            run(&tracker, futures_util::stream::pending(), limits(), 8);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        shutdown.send_replace(true);
-        assert_eq!(task.await.unwrap(), EndReason::Shutdown);
-        assert_eq!(
-            close_of(&mut rx).await,
-            Some((1001, "server shutting down"))
-        );
-        assert_eq!(tracker.snapshot().ended_by(EndReason::Shutdown), 1);
-    }
-
-    /// Input that just stops (no close frame, no `Closed`) is a lost connection.
-    #[tokio::test(start_paused = true)]
-    async fn input_that_ends_without_a_close_is_disconnected() {
+    async fn input_that_ends_without_a_close_is_lost() {
         let tracker: SessionTracker = SessionTracker::new();
         let idle = futures_util::stream::iter([Incoming::Frame(ClientFrame::Idle)]);
-        let (task, _, mut rx, _shutdown) = run(&tracker, idle, limits(), 8);
-        assert_eq!(task.await.unwrap(), EndReason::Disconnected);
-        assert_eq!(close_of(&mut rx).await, None);
-        let clean = futures_util::stream::iter([Incoming::Closed]);
-        let (task, _, _rx, _shutdown) = run(&tracker, clean, limits(), 8);
-        assert_eq!(task.await.unwrap(), EndReason::Completed);
-        assert_eq!(tracker.snapshot().ended_by(EndReason::Completed), 1);
+        let (task, _session, _rx) = run(&tracker, idle, 8);
+        assert_eq!(task.await.unwrap(), Ending::Lost);
     }
 
-    /// With a reply waiting for room and no stall limit in reach, the input is still read
-    /// and its deadline still runs: the session ends at its maximum length.
+    /// An end from elsewhere (a limit, shutdown, the transport) wakes the loop at once, even
+    /// mid-response, and stops the response.
     #[tokio::test(start_paused = true)]
-    async fn the_deadline_runs_while_a_reply_waits_for_room() {
-        let mut l = limits();
-        l.max_session = Duration::from_secs(3);
-        l.write_timeout = Duration::from_secs(3600);
-        let tracker: SessionTracker = SessionTracker::new();
-        let (frames, rx) = mpsc::unbounded_channel();
-        let incoming = futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|msg| (msg, rx))
-        });
-        let (task, _, _unread, _shutdown) = run(&tracker, Box::pin(incoming), l, 1);
-        frames
-            .send(Incoming::Frame(ClientFrame::Speak { chunks: 10_000 }))
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(10)).await; // the one slot fills
-        frames
-            .send(Incoming::Frame(ClientFrame::Interrupt))
-            .unwrap();
-        let start = tokio::time::Instant::now();
-        let ended = tokio::time::timeout(Duration::from_secs(10), task).await;
-        assert_eq!(ended.expect("never ended").unwrap(), EndReason::TimedOut);
-        assert!(
-            start.elapsed() < Duration::from_secs(4),
-            "{:?}",
-            start.elapsed()
-        );
+    async fn an_end_from_elsewhere_stops_the_loop_and_the_response() {
+        for reason in [
+            EndReason::TimedOut,
+            EndReason::Shutdown,
+            EndReason::Cancelled,
+        ] {
+            let tracker: SessionTracker = SessionTracker::new();
+            let speak = futures_util::stream::iter([Incoming::Frame(ClientFrame::Speak {
+                chunks: 10_000,
+            })])
+            .chain(futures_util::stream::pending());
+            let (task, session, mut rx) = run(&tracker, speak, 1);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(session.phase(), Some(Phase::Generating));
+            assert!(session.handle().end(reason));
+            let ended = tokio::time::timeout(Duration::from_secs(1), task).await;
+            assert_eq!(
+                ended.expect("the end woke the loop").unwrap(),
+                Ending::Elsewhere(reason)
+            );
+            while rx.try_recv().is_ok() {}
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(rx.try_recv().is_err(), "the response kept streaming");
+        }
     }
 
-    /// Interrupts faster than their answers are read: the session ends at the bound on
+    /// The writer gone (a failed send, a dropped response) stops the conversation.
+    #[tokio::test(start_paused = true)]
+    async fn a_writer_gone_stops_the_conversation() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let (task, _session, rx) = run(&tracker, futures_util::stream::pending(), 8);
+        drop(rx);
+        let ended = tokio::time::timeout(Duration::from_secs(1), task).await;
+        assert_eq!(ended.expect("stopped").unwrap(), Ending::WriterGone);
+    }
+
+    /// Interrupts faster than their answers are read: the conversation ends at the bound on
     /// waiting replies instead of queueing without one.
     #[tokio::test(start_paused = true)]
     async fn interrupts_nobody_reads_are_bounded() {
-        let mut l = limits();
-        l.write_timeout = Duration::from_secs(3600);
         let tracker: SessionTracker = SessionTracker::new();
         let interrupts = futures_util::stream::iter(std::iter::repeat_n(
             Incoming::Frame(ClientFrame::Interrupt),
             1000,
         ))
         .chain(futures_util::stream::pending());
-        let (task, _, mut unread, _shutdown) = run(&tracker, Box::pin(interrupts), l, 1);
+        let (task, _session, mut unread) = run(&tracker, interrupts, 1);
         let ended = tokio::time::timeout(Duration::from_secs(10), task).await;
         assert_eq!(
             ended.expect("never ended").unwrap(),
-            EndReason::Disconnected
+            Ending::protocol(EndReason::Disconnected, None)
         );
         // One reply took the channel's slot; the bound's worth waited behind it, and the
-        // one past the bound ended the session.
+        // one past the bound ended the conversation.
         let mut replies = 0;
         while let Ok(Outgoing::Frame(ServerFrame::Interrupted { .. })) = unread.try_recv() {
             replies += 1;
         }
         assert_eq!(replies, 1);
-        assert_eq!(tracker.active(), 0);
+    }
+
+    /// A client that reads its answers may interrupt as often as it likes.
+    #[tokio::test(start_paused = true)]
+    async fn interrupts_that_are_read_are_not_bounded() {
+        let tracker: SessionTracker = SessionTracker::new();
+        let interrupts = futures_util::stream::iter(std::iter::repeat_n(
+            Incoming::Frame(ClientFrame::Interrupt),
+            100,
+        ))
+        .chain(futures_util::stream::iter([Incoming::Closed]));
+        let (task, _session, mut rx) = run(&tracker, interrupts, 256);
+        assert_eq!(
+            task.await.unwrap(),
+            Ending::protocol(EndReason::Completed, None)
+        );
+        let mut replies = 0;
+        while let Ok(Outgoing::Frame(ServerFrame::Interrupted { sent: 0 })) = rx.try_recv() {
+            replies += 1;
+        }
+        assert_eq!(replies, 100);
     }
 
     /// A conversation timed by a clock into a fresh estimator, fed through `frames`.
     struct Timed {
-        task: JoinHandle<EndReason>,
+        task: JoinHandle<Ending>,
         frames: mpsc::UnboundedSender<Incoming>,
         out: mpsc::Receiver<Outgoing>,
         estimator: Arc<PrequalEstimator>,
-        /// Dropping it would shut the conversation down.
-        _shutdown: watch::Sender<bool>,
+        _session: livecount_session::Session,
     }
 
-    fn timed(tracker: &SessionTracker, l: Limits) -> Timed {
+    fn timed(tracker: &SessionTracker, pace: Pace) -> Timed {
         let estimator = Arc::new(PrequalEstimator::new());
         let clock = FirstChunkClock::new(Arc::clone(&estimator), tracker.clone());
         let (frames, rx) = mpsc::unbounded_channel();
@@ -840,22 +528,14 @@ mod tests {
             rx.recv().await.map(|msg| (msg, rx))
         });
         let (out, out_rx) = mpsc::channel(64);
-        let shutdown = watch::channel(false).0;
-        let task = tokio::spawn(converse(
-            tracker.start(),
-            None,
-            Box::pin(incoming),
-            out,
-            l,
-            shutdown.subscribe(),
-            Some(clock),
-        ));
+        let session = tracker.start();
+        let task = tokio::spawn(converse(session.handle(), incoming, out, pace, Some(clock)));
         Timed {
             task,
             frames,
             out: out_rx,
             estimator,
-            _shutdown: shutdown,
+            _session: session,
         }
     }
 
@@ -877,8 +557,8 @@ mod tests {
             frames,
             out: mut rx,
             estimator,
-            _shutdown,
-        } = timed(&tracker, limits());
+            _session,
+        } = timed(&tracker, pace());
         for chunks in [2, 1] {
             frames
                 .send(Incoming::Frame(ClientFrame::Speak { chunks }))
@@ -889,7 +569,10 @@ mod tests {
             assert_eq!(next_frame(&mut rx).await, ServerFrame::Done { chunks });
         }
         frames.send(Incoming::Closed).unwrap();
-        assert_eq!(task.await.unwrap(), EndReason::Completed);
+        assert_eq!(
+            task.await.unwrap(),
+            Ending::protocol(EndReason::Completed, None)
+        );
         let probe = estimator.probe(2);
         assert_eq!((probe.samples, probe.samples_used), (1, 1), "{probe:?}");
         assert!(probe.latency_ms.is_some());
@@ -903,16 +586,18 @@ mod tests {
     /// burns 50 ms on the blocking pool, and the interrupt arrives before it ends.
     #[tokio::test]
     async fn a_first_response_interrupted_before_its_first_chunk_records_nothing() {
-        let mut l = limits();
-        l.work = Duration::from_millis(50);
         let tracker: SessionTracker = SessionTracker::new();
+        let slow = Pace {
+            work: Duration::from_millis(50),
+            chunk_gap: Duration::ZERO,
+        };
         let Timed {
             task,
             frames,
             out: mut rx,
             estimator,
-            _shutdown,
-        } = timed(&tracker, l);
+            _session,
+        } = timed(&tracker, slow);
         frames
             .send(Incoming::Frame(ClientFrame::Speak { chunks: 1 }))
             .unwrap();
@@ -929,25 +614,25 @@ mod tests {
         assert_eq!(next_frame(&mut rx).await, ServerFrame::Chunk { seq: 0 });
         assert_eq!(next_frame(&mut rx).await, ServerFrame::Done { chunks: 1 });
         frames.send(Incoming::Closed).unwrap();
-        assert_eq!(task.await.unwrap(), EndReason::Completed);
+        assert_eq!(
+            task.await.unwrap(),
+            Ending::protocol(EndReason::Completed, None)
+        );
         assert_eq!(estimator.probe(1).samples, 0);
     }
 
-    /// A client that reads its answers may interrupt as often as it likes.
+    /// Goodbye frames are offered for at most the bound, then given up.
     #[tokio::test(start_paused = true)]
-    async fn interrupts_that_are_read_are_not_bounded() {
-        let tracker: SessionTracker = SessionTracker::new();
-        let interrupts = futures_util::stream::iter(std::iter::repeat_n(
-            Incoming::Frame(ClientFrame::Interrupt),
-            100,
-        ))
-        .chain(futures_util::stream::iter([Incoming::Closed]));
-        let (task, _, mut rx, _shutdown) = run(&tracker, Box::pin(interrupts), limits(), 256);
-        assert_eq!(task.await.unwrap(), EndReason::Completed);
-        let mut replies = 0;
-        while let Ok(Outgoing::Frame(ServerFrame::Interrupted { sent: 0 })) = rx.try_recv() {
-            replies += 1;
-        }
-        assert_eq!(replies, 100);
+    async fn a_goodbye_nobody_reads_is_bounded() {
+        let (out, _unread) = mpsc::channel(1);
+        out.try_send(Outgoing::Frame(ServerFrame::Done { chunks: 1 }))
+            .unwrap();
+        let start = tokio::time::Instant::now();
+        let close = Outgoing::Close {
+            code: 1000,
+            reason: "bye",
+        };
+        say_goodbye(&out, [close], Duration::from_secs(1)).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
     }
 }

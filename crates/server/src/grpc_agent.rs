@@ -82,6 +82,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt, stream};
 use http_body::Body;
 use livecount_session::{EndHandle, EndReason};
+use livecount_tower::SessionLayer;
 use tokio::sync::{mpsc, watch};
 use tonic::codegen::{Service, http};
 use tonic::metadata::MetadataMap;
@@ -89,10 +90,24 @@ use tonic::server::NamedService;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::Agent;
-use crate::agent::Refusal;
-use crate::conversation::{Incoming, Limits, Outgoing, converse};
+use crate::conversation::{Ending, Incoming, Outgoing, converse, say_goodbye};
 use crate::generated::livecount::agent::v1 as pb;
 use crate::protocol::{ClientFrame, ServerFrame};
+
+/// The path of `livecount.agent.v1.Agent/Converse`: the calls counted as sessions.
+pub(crate) const CONVERSE_PATH: &str = "/livecount.agent.v1.Agent/Converse";
+
+/// The longest a call's last frames (an `error`, the status) may wait after its session
+/// has ended: a client that does not read them holds nothing but this task meanwhile.
+const CLOSE_BOUND: Duration = Duration::from_secs(1);
+
+/// How long a call whose response the transport dropped is left to `incoming` to classify
+/// (a failed request body is a lost connection, `Disconnected`; else the client reset the
+/// call, `Cancelled`) before the layer counts it `Cancelled` itself.
+const DROP_GRACE: Duration = Duration::from_secs(1);
+
+/// The text of a call refused because shutdown has begun.
+const DRAINING: &str = "draining: the server is shutting down";
 
 /// The `Agent` gRPC service (`Converse`), serving sessions of one [`Agent`].
 #[derive(Debug, Clone)]
@@ -122,13 +137,21 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<Streaming<pb::ClientFrame>>,
     ) -> Result<Response<Frames>, Status> {
-        let permit = self.agent.admit().map_err(|r| refusal_status(&r))?;
+        // Counted (and admitted under the cap) by the `SessionLayer` before the call got
+        // here; a call it did not count arrived once shutdown had begun.
+        let Some(handle) = request.extensions().get::<EndHandle>().cloned() else {
+            self.agent.tracker.note_refused();
+            return Err(Status::unavailable(DRAINING));
+        };
+        if self.agent.shutdown.is_cancelled() {
+            // Counted just before shutdown began, after `end_all` ran.
+            handle.end(EndReason::Shutdown);
+            return Err(Status::unavailable(DRAINING));
+        }
         let deadline = grpc_timeout(request.metadata())
             .and_then(|t| tokio::time::Instant::now().checked_add(t));
         let failed = request.extensions().get::<BodyFailed>().cloned();
-        // Started here, before the response headers: a client whose call is open is counted.
-        let session = self.agent.tracker.start();
-        let call = Arc::new(Call::new(session.handle()));
+        let call = Arc::new(Call::new(handle.clone()));
         let (tx, rx) = mpsc::channel::<Outgoing>(64);
         let incoming = incoming(
             request.into_inner(),
@@ -139,22 +162,9 @@ impl pb::agent_server::Agent for AgentService {
         );
         let agent = Arc::clone(&self.agent);
         tokio::spawn(async move {
-            // The permit goes with the session's end, not after the last frame's send.
-            // A dropped response is classified by `incoming` (cancel or lost connection).
-            let limits = Limits {
-                end_when_writer_gone: false,
-                ..agent.limits()
-            };
-            converse(
-                session,
-                Some(permit),
-                incoming,
-                tx,
-                limits,
-                agent.shutdown_signal(),
-                Some(agent.first_chunk_clock()),
-            )
-            .await;
+            let clock = Some(agent.first_chunk_clock());
+            let ending = converse(handle.clone(), incoming, tx.clone(), agent.pace(), clock).await;
+            end_call(&handle, ending, &tx).await;
         });
         Ok(Response::new(outgoing(rx, call)))
     }
@@ -182,15 +192,37 @@ impl Call {
     }
 }
 
-/// A refusal as a status: at capacity is `RESOURCE_EXHAUSTED`, draining `UNAVAILABLE`.
-fn refusal_status(refusal: &Refusal) -> Status {
-    let message = refusal.message();
-    let message = message.trim_end();
-    match refusal {
-        Refusal::Draining => Status::unavailable(message),
-        Refusal::AtCapacity { .. } => Status::resource_exhausted(message),
+/// Ends the call's session as its conversation says, *then* offers its last frames (an
+/// `error`, the close that becomes the status) for at most [`CLOSE_BOUND`]:
+///
+/// * the protocol's ending: its reason, farewell and close;
+/// * the request lost (a transport error): `Disconnected`, no status (nobody reads it);
+/// * the response dropped (the client reset or left): nothing here; the layer's body, dropped
+///   before its end, ends the session `Cancelled` (or `incoming` already did);
+/// * ended elsewhere: a shutdown gets `UNAVAILABLE`; a limit's status is the layer's, and a
+///   cancel or the deadline's is `incoming`'s / `outgoing`'s.
+async fn end_call(handle: &EndHandle, ending: Ending, out: &mpsc::Sender<Outgoing>) {
+    let (reason, farewell, close) = match ending {
+        Ending::Protocol {
+            reason,
+            farewell,
+            close,
+        } => (Some(reason), farewell, close),
+        Ending::Lost => (Some(EndReason::Disconnected), None, None),
+        Ending::WriterGone => (None, None, None),
+        Ending::Elsewhere(EndReason::Shutdown) => (None, None, Some(SHUTDOWN_CLOSE)),
+        Ending::Elsewhere(_) => (None, None, None),
+    };
+    if let Some(reason) = reason {
+        handle.end(reason);
     }
+    let close = close.map(|(code, reason)| Outgoing::Close { code, reason });
+    let last = farewell.map(Outgoing::Frame).into_iter().chain(close);
+    say_goodbye(out, last, CLOSE_BOUND).await;
 }
+
+/// The close of a shutdown, which becomes `UNAVAILABLE` "server shutting down".
+const SHUTDOWN_CLOSE: (u16, &str) = (1001, "server shutting down");
 
 /// The client's `grpc-timeout` (`1..=8` digits and a unit of `H M S m u n`), if valid.
 fn grpc_timeout(metadata: &MetadataMap) -> Option<Duration> {
@@ -440,7 +472,7 @@ impl<S: NamedService> NamedService for GrpcOnly<S> {
 }
 
 /// Whether `request` says it is gRPC.
-fn is_grpc<B>(request: &http::Request<B>) -> bool {
+pub(crate) fn is_grpc<B>(request: &http::Request<B>) -> bool {
     request
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -546,6 +578,12 @@ impl<B: Body + Unpin> Body for Watched<B> {
 /// Serves `Agent/Converse` and ORCA's `OpenRcaService` (both refusing requests that are
 /// not gRPC) on `listener` until shutdown, then stops gracefully: the streams end
 /// themselves on the same signal.
+///
+/// Each `Converse` call is a session counted, admitted (at the tracker's cap:
+/// `RESOURCE_EXHAUSTED`) and bounded by `livecount_tower::SessionLayer`, under the agent's
+/// `--max-session-secs` (`DEADLINE_EXCEEDED` "max session length"), `--idle-timeout-secs`
+/// (no frame either way: `DEADLINE_EXCEEDED` "idle timeout") and `--write-timeout-secs` (a
+/// client that stopped reading: `Disconnected`); ORCA's own stream is not a session.
 pub(crate) async fn serve_grpc(listener: tokio::net::TcpListener, agent: Arc<Agent>) {
     let mut stopped = agent.shutdown_signal();
     let until_stop = async move {
@@ -554,7 +592,18 @@ pub(crate) async fn serve_grpc(listener: tokio::net::TcpListener, agent: Arc<Age
     let orca = GrpcOnly::new(livecount_report::OrcaService::server(Arc::clone(
         &agent.board,
     )));
+    let shutdown = agent.shutdown.clone();
+    let converse = move |request: &http::Request<tonic::body::Body>| {
+        request.uri().path() == CONVERSE_PATH && is_grpc(request) && !shutdown.is_cancelled()
+    };
+    let sessions = SessionLayer::new(agent.tracker.clone())
+        .with_predicate(converse)
+        .max_session(agent.config.max_session)
+        .write_timeout(agent.config.write_timeout)
+        .idle_timeout(agent.config.idle_timeout)
+        .leave_drops_to_service(DROP_GRACE);
     let _ = tonic::transport::Server::builder()
+        .layer(sessions)
         .add_service(AgentService::server(agent))
         .add_service(orca)
         .serve_with_incoming_shutdown(

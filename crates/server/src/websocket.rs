@@ -1,26 +1,34 @@
-//! HTTP: WebSocket sessions at `/session`, and the load board's `/load`, `/metrics` and
-//! `/prequal` (from `livecount-report`), served by [`HttpServer`](crate::http_server::HttpServer).
+//! HTTP: WebSocket sessions at `/session`, mounted through `livecount_tower::WebSocketSessions`
+//! (admission at the tracker's cap, the session's limits, shutdown), and the load board's
+//! `/load`, `/metrics` and `/prequal` (from `livecount-report`).
+//!
+//! What is the agent's own here is only its protocol over the socket: JSON text frames in,
+//! [`converse`] in between, JSON text frames out, and the ending the protocol decides
+//! (`bye`, a bad frame, replies never read) as the library's [`SocketEnd`], whose last words
+//! go out after the session has ended.
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::extract::ws::{Message, WebSocketUpgrade};
+use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use livecount_session::{EndHandle, EndReason};
+use livecount_tower::{SocketEnd, TrackedSocket, WebSocketSessions};
+use tokio::sync::mpsc;
 
 use crate::Agent;
-use crate::conversation::{Incoming, Outgoing};
+use crate::conversation::{Ending, Incoming, Outgoing, converse};
 use crate::protocol::ClientFrame;
 
 /// `/session`, `/load`, `/metrics`, `/prequal` and `/healthz`.
 pub(crate) fn router(agent: Arc<Agent>) -> Router {
+    let sessions = agent.websocket_sessions();
     Router::new()
         .route("/session", get(session_route))
-        .with_state(Arc::clone(&agent))
+        .with_state((Arc::clone(&agent), sessions))
         .merge(scrape_router(&agent))
 }
 
@@ -29,20 +37,19 @@ pub(crate) fn scrape_router(agent: &Agent) -> Router {
     livecount_report::router(Arc::clone(&agent.board)).route("/healthz", get(|| async { "ok\n" }))
 }
 
-async fn session_route(State(agent): State<Arc<Agent>>, ws: WebSocketUpgrade) -> Response {
-    let permit = match agent.admit() {
-        Ok(permit) => permit,
-        Err(refusal) => {
-            return (StatusCode::SERVICE_UNAVAILABLE, refusal.message()).into_response();
-        }
-    };
-    let bytes = agent.config.max_frame_bytes;
-    ws.max_message_size(bytes)
-        .max_frame_size(bytes)
-        .on_upgrade(move |socket| async move { websocket_session(&agent, permit, socket).await })
+async fn session_route(
+    State((agent, sessions)): State<(Arc<Agent>, WebSocketSessions)>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    sessions.upgrade(ws, move |socket, handle| {
+        websocket_session(agent, socket, handle)
+    })
 }
 
-/// Maps WebSocket messages to [`Incoming`]; pings and pongs are handled by axum.
+/// Maps WebSocket messages to [`Incoming`]; pings and pongs are axum's. A read error is
+/// [`Incoming::Lost`]: the library has classified it (1009 for a message above
+/// `--max-frame-bytes`, 1002 / 1007 for RFC 6455 violations, `Disconnected` for a lost
+/// connection), and its word on the ending wins.
 fn incoming(msg: Result<Message, axum::Error>) -> Option<Incoming> {
     match msg {
         Ok(Message::Text(text)) => Some(match ClientFrame::parse(text.as_str()) {
@@ -54,73 +61,65 @@ fn incoming(msg: Result<Message, axum::Error>) -> Option<Incoming> {
         )),
         Ok(Message::Ping(_) | Message::Pong(_)) => None,
         Ok(Message::Close(_)) => Some(Incoming::Closed),
-        Err(e) => Some(transport_error(e)),
+        Err(_) => Some(Incoming::Lost),
     }
 }
 
-/// Classifies a WebSocket read error by its type (axum wraps tungstenite's error):
-/// a message above the limit is 1009, invalid UTF-8 in a text frame (or a close reason)
-/// 1007, any other framing violation 1002 (RFC 6455 §7.4.1); I/O errors and a reset
-/// are a lost connection.
-///
-/// The close frame can still be sent: tungstenite fails only the read (its stream half
-/// is fused, the connection stays `Active`), so the writer sends it as any other.
-///
-/// A control frame that declares more than `max_frame_bytes` is refused by tungstenite
-/// before its opcode is judged, so it gets 1009, not 1002; one of 126 bytes up to the
-/// limit is a protocol error (1002).
-fn transport_error(e: axum::Error) -> Incoming {
-    use tungstenite::Error as Ws;
-    use tungstenite::error::ProtocolError;
-    let Ok(e) = e.into_inner().downcast::<Ws>() else {
-        return Incoming::Lost;
-    };
-    match *e {
-        Ws::Capacity(_) => Incoming::TooLarge,
-        Ws::Utf8(_) => Incoming::Violation {
-            code: 1007,
-            reason: "invalid UTF-8",
-        },
-        Ws::Protocol(ProtocolError::ResetWithoutClosingHandshake) => Incoming::Lost,
-        Ws::Protocol(_) => Incoming::Violation {
-            code: 1002,
-            reason: "protocol error",
-        },
-        _ => Incoming::Lost,
-    }
-}
-
-/// Runs a session on an upgraded WebSocket. The writer task is bounded: a frame the
-/// socket does not take within the write timeout ends it (dropping its half of the
-/// socket, so the session sees `Disconnected`), and once the session has ended it gets
-/// one write timeout to say its last frames before it is aborted.
-async fn websocket_session(agent: &Agent, slot: OwnedSemaphorePermit, socket: WebSocket) {
+/// Runs the agent's protocol on an upgraded socket: the conversation and the writer that
+/// turns its frames into text messages. The writer's sends are watched by the library's
+/// write timeout (a client that stopped reading ends `Disconnected`); once the conversation
+/// has its ending, the writer is dropped with whatever it still held, and the ending's last
+/// words go out after the end.
+async fn websocket_session(
+    agent: Arc<Agent>,
+    socket: TrackedSocket,
+    handle: EndHandle,
+) -> SocketEnd {
     let (mut sink, stream) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Outgoing>(64);
-    let limit = agent.config.write_timeout;
-    let mut writer = tokio::spawn(async move {
+    let writer = async move {
         while let Some(out) = rx.recv().await {
-            let msg = match out {
-                Outgoing::Frame(frame) => Message::Text(frame.to_json().into()),
-                Outgoing::Close { code, reason } => Message::Close(Some(CloseFrame {
-                    code,
-                    reason: reason.into(),
-                })),
-            };
-            let closing = matches!(msg, Message::Close(_));
-            let sent = tokio::time::timeout(limit, sink.send(msg)).await;
-            if !matches!(sent, Ok(Ok(()))) {
+            // The conversation's own closes are the library's to send, after the end.
+            if let Outgoing::Frame(frame) = out
+                && sink
+                    .send(Message::Text(frame.to_json().into()))
+                    .await
+                    .is_err()
+            {
                 return;
             }
-            if closing {
-                break;
+        }
+    };
+    let frames = stream.filter_map(|msg| std::future::ready(incoming(msg)));
+    let clock = Some(agent.first_chunk_clock());
+    let talk = converse(handle, frames, tx, agent.pace(), clock);
+    tokio::pin!(talk, writer);
+    let ending = tokio::select! {
+        ending = &mut talk => ending,
+        // A failed send: the conversation sees its writer gone and stops.
+        () = &mut writer => talk.await,
+    };
+    socket_end(ending)
+}
+
+/// The library's ending for the conversation's.
+fn socket_end(ending: Ending) -> SocketEnd {
+    match ending {
+        Ending::Protocol {
+            reason,
+            farewell,
+            close,
+        } => {
+            let mut end = SocketEnd::new(reason);
+            if let Some(frame) = farewell {
+                end = end.say(Message::Text(frame.to_json().into()));
+            }
+            match close {
+                Some((code, why)) => end.close(code, why),
+                None => end,
             }
         }
-        let _ = tokio::time::timeout(limit, sink.close()).await;
-    });
-    let frames = stream.filter_map(|msg| std::future::ready(incoming(msg)));
-    agent.run_session(slot, Box::pin(frames), tx).await;
-    if tokio::time::timeout(limit, &mut writer).await.is_err() {
-        writer.abort();
+        Ending::Lost | Ending::WriterGone => SocketEnd::new(EndReason::Disconnected),
+        Ending::Elsewhere(reason) => SocketEnd::new(reason),
     }
 }
