@@ -28,16 +28,19 @@ pub struct AgentConfig {
     /// Longest session; it then ends `TimedOut` (close code 1000, "max session length").
     pub max_session: Duration,
     /// A session with no client frame for this long ends `Disconnected`, a missed
-    /// heartbeat (close code 1008); `Reaped` is left to the ghost reaper.
+    /// heartbeat (close code 1008; over gRPC no frame either way, `DEADLINE_EXCEEDED`);
+    /// `Reaped` is left to the ghost reaper.
     pub idle_timeout: Duration,
     /// A frame that waits this long for a client that stopped reading ends the session
-    /// `Disconnected` (no CLI flag yet).
+    /// `Disconnected` (`--write-timeout-secs`).
     pub write_timeout: Duration,
     /// An HTTP connection whose request head has not fully arrived this long after it
-    /// started (or after the last response, on keep-alive) is closed (no CLI flag yet).
+    /// started (or after the last response, on keep-alive) is closed
+    /// (`--header-read-timeout-secs`).
     pub header_read_timeout: Duration,
     /// At most this many HTTP connections not yet upgraded to a WebSocket; at the bound a
-    /// new connection closes the oldest of them (no CLI flag yet).
+    /// new connection closes the oldest of them (`--max-pending-connections`; never above
+    /// what the descriptor limit leaves, see `livecount_tower::serve`).
     pub max_pending_connections: usize,
     /// Largest client message accepted, bytes; larger ones close the session with 1009.
     pub max_frame_bytes: usize,

@@ -1,13 +1,17 @@
 //! Sessions over gRPC: `livecount.agent.v1.Agent/Converse`, one bidirectional stream per
-//! session, admitted and run exactly like a WebSocket session.
+//! session, counted, admitted and bounded by `livecount_tower::SessionLayer` (the same
+//! library a service of your own mounts), on the tracker the WebSocket sessions share.
 //!
 //! # Endings
 //!
-//! Every call ends with exactly one status and its session with exactly one reason:
+//! Every call ends with exactly one status and its session with exactly one reason. The
+//! limits' rows are the layer's; the rest are this agent's protocol and transport:
 //!
 //! | ending | session ends | gRPC status |
 //! | --- | --- | --- |
-//! | `bye`, maximum session length | `Completed`, `TimedOut` | OK (the response stream ends) |
+//! | `bye` | `Completed` | OK (the response stream ends) |
+//! | maximum session length (`--max-session-secs`, the layer's) | `TimedOut` | `DEADLINE_EXCEEDED` "max session length" |
+//! | the client stopped reading (`--write-timeout-secs`, the layer's) | `Disconnected`, the count freed at once | — (nobody reads it) |
 //! | client half-closed its stream (no response in flight) | `Completed` | OK |
 //! | client half-closed while a response streams | `Completed` once `done` is sent | OK |
 //! | client reset the stream / dropped the call (response dropped by the transport) | `Cancelled` | — (nobody reads it) |
@@ -16,7 +20,7 @@
 //! | shutdown | `Shutdown` | `UNAVAILABLE` "server shutting down" |
 //! | bad frame: empty oneof, `chunks` out of range (an `Error` frame first) | `Failed` | `INVALID_ARGUMENT` with the error |
 //! | undecodable message: bad protobuf bytes, compressed flag without `grpc-encoding`, a length prefix past the end of the stream (an `Error` frame first) | `Failed` | `INTERNAL` with tonic's text |
-//! | idle timeout (a missed heartbeat) | `Disconnected` | `DEADLINE_EXCEEDED` "idle timeout" |
+//! | idle timeout: no frame either way (`--idle-timeout-secs`, the layer's) | `Disconnected` | `DEADLINE_EXCEEDED` "idle timeout" |
 //! | message above `--max-frame-bytes` | `Failed` | `RESOURCE_EXHAUSTED` |
 //!
 //! Undecodable messages are `INTERNAL`, not `INVALID_ARGUMENT`, because the gRPC
@@ -27,8 +31,9 @@
 //! (`INVALID_ARGUMENT`). Both count `Failed`.
 //!
 //! Refused before a session starts (nothing is counted but the refusal):
-//! `RESOURCE_EXHAUSTED` at `--max-sessions`, `UNAVAILABLE` while draining (both with the
-//! text of the HTTP 503, counted `rejected`); a `content-type` that is not
+//! `RESOURCE_EXHAUSTED` "at capacity: N sessions" at `--max-sessions` (the layer, at the
+//! tracker's exact cap), `UNAVAILABLE` "draining: the server is shutting down" once
+//! shutdown began (both counted `rejected`); a `content-type` that is not
 //! `application/grpc…` gets HTTP 415 with `grpc-status` `INVALID_ARGUMENT`, as the gRPC
 //! HTTP/2 protocol asks ("servers SHOULD respond with HTTP status of 415") and grpc-go
 //! does: such a request is not a gRPC call, so it is not a session either; an unknown
@@ -55,23 +60,25 @@
 //!   half-close, else the half-close already completed the call.
 //! * A **dropped connection** fails the request body with a transport error (one that
 //!   tonic passes on): `Disconnected`. Request-side events are looked at before the
-//!   response drop, so a dying connection is never counted as a cancel.
+//!   response drop, so a dying connection is never counted as a cancel; the layer leaves
+//!   a dropped response to this classification for up to a second
+//!   (`SessionLayer::leave_drops_to_service`) before it would count it `Cancelled`.
 //!
 //! # Deadlines
 //!
 //! A client's `grpc-timeout` bounds the whole call, as gRPC specifies (tonic itself only
 //! bounds the wait for response headers, which a streaming call gets at once). When it
 //! passes, the session ends `TimedOut`: the deadline passed first, which is what that
-//! reason means (also for `--max-session-secs`); `Cancelled` is kept for a client that
+//! reason means (as for `--max-session-secs`); `Cancelled` is kept for a client that
 //! gave up on its own. A client that also cancels at its own deadline (grpc-go does)
 //! races the server's timer by one network trip and may be counted `Cancelled`.
 //!
 //! # Admission
 //!
-//! The admission permit is held by the task running the conversation and released when
-//! it returns, which is right after the session ends unless the conversation's final
-//! `Close` send blocks on a reader that stopped reading: bounding that send is
-//! `conversation.rs`'s job (see `tests/hostile_grpc.rs`, `a_stalled_reader_frees_its_slot`).
+//! The place under the tracker's cap goes with the session's end (the tracker gives it back
+//! in the same exactly-once step), and the call's session ends before its last frames (an
+//! `Error`, the status) are offered, for at most a second: a reader that stopped reading
+//! holds neither (see `tests/hostile_grpc.rs`, `a_stalled_reader_frees_its_slot`).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -14,12 +14,12 @@
 //!   shutdown → `Shutdown`.
 //! * **Sessions over gRPC** with `--grpc ADDR` ([`grpc_agent`]): the same protocol as
 //!   protobuf frames on one bidirectional stream per call,
-//!   `livecount.agent.v1.Agent/Converse`, admitted, tracked and ended exactly like a
-//!   WebSocket session; the ending is the call's status (OK, `UNAVAILABLE` on shutdown,
+//!   `livecount.agent.v1.Agent/Converse`, admitted, tracked and ended like a WebSocket
+//!   session; the ending is the call's status (OK, `UNAVAILABLE` on shutdown,
 //!   `INVALID_ARGUMENT` for a bad frame, `INTERNAL` for an undecodable message,
-//!   `DEADLINE_EXCEEDED` when idle or past the client's `grpc-timeout`,
-//!   `RESOURCE_EXHAUSTED` at `--max-sessions`); a client's reset or dropped call counts
-//!   `Cancelled`, a lost connection `Disconnected`.
+//!   `DEADLINE_EXCEEDED` when idle, past the maximum length or the client's
+//!   `grpc-timeout`, `RESOURCE_EXHAUSTED` at `--max-sessions`); a client's reset or
+//!   dropped call counts `Cancelled`, a lost connection `Disconnected`.
 //! * **Load**, all from one coherent [`LoadReport`] per interval: `/load` (JSON with its
 //!   sequence number and age), `/metrics` (Prometheus text), and an HAProxy agent-check
 //!   responder (`up N%` from the hybrid capacity model, `drain` on shutdown).
@@ -39,9 +39,14 @@
 //!   The protobuf code is generated once and committed ([`generated`] here, and
 //!   `livecount_report::generated` for ORCA): building needs no `protoc`.
 //!
-//! The load report and its encoders are the `livecount-report` library, and the agent is
-//! a thin binary over it and `livecount-session`: a service of your own mounts the same
-//! pieces (see `livecount-tower`'s `full_service` example).
+//! The agent is a thin binary on the edge libraries a service of your own mounts (see
+//! `livecount-tower`'s `full_service` example): its HTTP is `livecount_tower::serve`, its
+//! WebSocket sessions `livecount_tower::WebSocketSessions`, its gRPC sessions run under
+//! `livecount_tower::SessionLayer`, its admission is the tracker's exact cap
+//! (`SessionTracker::with_max_sessions`), and the load report and its encoders are
+//! `livecount-report`. What is its own: the session protocol ([`conversation`],
+//! [`protocol`]), the CPU it burns, the `drive` client and the CLI. So every end-to-end
+//! test behind a real balancer and every hostile-client test runs the library path.
 //!
 //! # Example
 //!
