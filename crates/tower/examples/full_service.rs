@@ -1,12 +1,19 @@
-//! Everything livecount offers a tokio service, mounted in 30 lines of user code: the
-//! bodies of `echo` (5), `serve` (20) and `main` (5) as rustfmt lays them out, not counting
-//! `use` lines, signatures, comments and the `DRAIN` constant.
+//! Everything livecount offers a tokio service, mounted in 33 lines of user code: the
+//! bodies of `echo` (5), `serve` (22) and `main` (6) as rustfmt lays them out, not counting
+//! `use` lines, signatures, comments and the `DRAIN` and `MAX_SESSIONS` constants.
 //!
-//! * WebSocket sessions: an echo on `/session`, counted by `WebSocketSessions`;
+//! * admission: the tracker is capped at `MAX_SESSIONS`, exactly, for WebSockets and gRPC
+//!   streams together; past it a WebSocket upgrade gets `503` with `Retry-After` and a
+//!   gRPC call `RESOURCE_EXHAUSTED`, before anything is counted, and the load report's
+//!   capacity never exceeds the cap;
+//! * WebSocket sessions: an echo on `/session`, counted by `WebSocketSessions` and held to
+//!   its default limits (an hour at most, 60 s of client silence, 30 s for a send the
+//!   client does not read, 64 KiB messages), each ending its session with its reason and
+//!   close code;
 //! * a tonic streaming RPC counted as a session until its stream ends: the gRPC health
 //!   service's server-streaming `Health/Watch` (standing in for your own streaming
-//!   service), under a `SessionLayer` whose predicate counts only that path, so ORCA's own
-//!   stream is no session;
+//!   service), under a `SessionLayer` (an hour at most, 30 s for a frame the client does
+//!   not read) whose predicate counts only that path, so ORCA's own stream is no session;
 //! * `/load` (JSON) and `/metrics` (Prometheus text): `livecount_report::router`;
 //! * the HTTP side (WebSockets, `/load`, `/metrics`) served by `livecount_tower::serve`
 //!   rather than `axum::serve`: a request-head timeout, pending connections bounded below
@@ -51,6 +58,10 @@ use tonic::transport::{Server, server::TcpIncoming};
 /// its balancer's check intervals).
 pub(crate) const DRAIN: Duration = Duration::from_secs(5);
 
+/// The most sessions (WebSockets and Watch streams together) the service holds at once.
+#[allow(dead_code)] // `main`'s: the integration test caps its own tracker
+const MAX_SESSIONS: u64 = 1000;
+
 /// `/session`: echoes every message back until the client or the server closes.
 async fn echo(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
     sessions.upgrade(ws, |mut socket, _session| async move {
@@ -70,7 +81,9 @@ pub(crate) async fn serve(
     tracker: SessionTracker,
     shutdown: CancellationToken,
 ) -> Result<(), Box<dyn Error + Send + Sync>> {
-    let board = Arc::new(LoadBoard::new("b1", CapacityConfig::builder().build()?));
+    let config = CapacityConfig::builder().build()?;
+    let cap = tracker.max_sessions().unwrap_or(u64::MAX); // capacity never above the cap
+    let board = Arc::new(LoadBoard::builder("b1", config).max_sessions(cap).build());
     let app = router(board.clone()).route("/session", get(echo));
     let app = app.with_state(WebSocketSessions::new(tracker.clone(), shutdown.clone()));
     let http = livecount_tower::serve(http, app)
@@ -98,6 +111,7 @@ async fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
     let shutdown = CancellationToken::new();
     let bind = |port| TcpListener::bind(("127.0.0.1", port));
     let (http, grpc, check) = (bind(3000).await?, bind(50051).await?, bind(9101).await?);
-    let served = serve(http, grpc, check, SessionTracker::new(), shutdown.clone());
+    let tracker = SessionTracker::with_max_sessions(MAX_SESSIONS);
+    let served = serve(http, grpc, check, tracker, shutdown.clone());
     tokio::join!(served, tokio::signal::ctrl_c().map(|_| shutdown.cancel())).0
 }

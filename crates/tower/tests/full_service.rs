@@ -2,10 +2,15 @@
 //! loopback: a WebSocket and a gRPC `Health/Watch` stream are counted, and `/load`,
 //! `/metrics`, ORCA and agent-check all report them, while ORCA's own stream is not
 //! counted; a client leaving its Watch ends it `Cancelled`; shutdown drains the board, ends
-//! the socket with 1001 and cuts the Watch still open after the bounded drain.
+//! the socket with 1001 and cuts the Watch still open after the bounded drain. And the
+//! example attacked as it is mounted: a burst of connects against its cap (WebSocket and
+//! Watch together), an oversized message, a protocol violation, a reset mid-frame and a
+//! client gone without a close, each ended once with its reason.
 
 #[path = "../examples/full_service.rs"]
 mod full_service;
+#[path = "common/raw_ws.rs"]
+mod raw_ws;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -42,13 +47,17 @@ struct Running {
 }
 
 async fn start() -> Running {
+    start_with(SessionTracker::new()).await
+}
+
+async fn start_with(tracker: SessionTracker) -> Running {
     let bind = || TcpListener::bind("127.0.0.1:0");
     let (http, grpc, check) = (
         bind().await.unwrap(),
         bind().await.unwrap(),
         bind().await.unwrap(),
     );
-    let (tracker, shutdown) = (SessionTracker::new(), CancellationToken::new());
+    let shutdown = CancellationToken::new();
     let addrs = [&http, &grpc, &check].map(|l| l.local_addr().unwrap());
     let server = tokio::spawn(full_service::serve(
         http,
@@ -279,6 +288,107 @@ async fn a_client_that_closes_its_socket_completes_its_session() {
     let stopped = timeout(full_service::DRAIN, running.server).await;
     stopped
         .expect("serve returns before the drain bound")
+        .unwrap()
+        .unwrap();
+}
+
+/// The example under attack, capped at 8: 200 WebSocket connects at once upgrade exactly 8
+/// (the rest get `503` with `Retry-After`), a Watch call past the cap gets
+/// `RESOURCE_EXHAUSTED` (one cap for both), `/load` never reports capacity above it; then
+/// an oversized message (1009), an unmasked frame (1002), a reset mid-frame and a client
+/// gone without a close each end their session with its reason, and everything balances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_holds_its_cap_and_ends_hostile_clients_once() {
+    const CAP: u64 = 8;
+    let running = start_with(SessionTracker::with_max_sessions(CAP)).await;
+    let addr = running.http;
+    let burst: Vec<_> = (0..200)
+        .map(|_| tokio::spawn(async move { raw_ws::upgrade_request(addr, "/session", None).await }))
+        .collect();
+    let mut held = Vec::new();
+    for client in burst {
+        let (conn, head) = timeout(WAIT, client).await.unwrap().unwrap();
+        if head.starts_with("HTTP/1.1 101") {
+            held.push(conn);
+        } else {
+            assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+            assert!(
+                head.to_ascii_lowercase().contains("retry-after: 1"),
+                "{head}"
+            );
+        }
+    }
+    assert_eq!(held.len() as u64, CAP, "upgraded past the cap");
+    let channel = channel(running.grpc).await;
+    let refused = HealthClient::new(channel)
+        .watch(HealthCheckRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    let load: serde_json::Value = serde_json::from_str(&get(addr, "/load").await).unwrap();
+    assert!(
+        load["effective_capacity"].as_f64().unwrap() <= CAP as f64,
+        "{load}"
+    );
+    let s = running.tracker.snapshot();
+    assert_eq!(
+        (s.active, s.started, s.refused),
+        (CAP, CAP, 200 - CAP + 1),
+        "{s:?}"
+    );
+
+    // Four of the held sockets misbehave; the other four leave cleanly.
+    let big = raw_ws::text(&"x".repeat(70 * 1024));
+    let unmasked = raw_ws::frame(true, 0, 0x1, b"{}", false);
+    let mut rest = held.split_off(4);
+    let mut it = held.into_iter();
+    let (mut a, mut b, mut c, d) = (
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+    );
+    a.write_all(&big).await.unwrap();
+    assert_eq!(raw_ws::close_code(&mut a).await, Some(1009));
+    raw_ws::trickle(&mut b, &unmasked).await;
+    assert_eq!(raw_ws::close_code(&mut b).await, Some(1002));
+    let hello = raw_ws::text("a message that never arrives whole");
+    c.write_all(&hello[..hello.len() / 2]).await.unwrap();
+    c.set_zero_linger().unwrap();
+    drop(c); // reset mid-frame
+    drop(d); // FIN, no close frame
+    for conn in &mut rest {
+        let close = raw_ws::frame(true, 0, 0x8, &1000u16.to_be_bytes(), true);
+        conn.write_all(&close).await.unwrap();
+        assert_eq!(
+            raw_ws::close_code(conn).await,
+            Some(1000),
+            "the close reply"
+        );
+    }
+    let tracker = running.tracker.clone();
+    settle(|| tracker.active() == 0, "every session ended").await;
+    let s = tracker.snapshot();
+    assert!(s.is_consistent(), "{s:?}");
+    assert_eq!(
+        [
+            EndReason::Failed,
+            EndReason::Disconnected,
+            EndReason::Completed
+        ]
+        .map(|r| s.ended_by(r)),
+        [2, 2, 4],
+        "{s:?}"
+    );
+    assert_eq!((s.started, s.ended), (CAP, CAP));
+    running.shutdown.cancel();
+    timeout(WAIT, running.server)
+        .await
+        .unwrap()
         .unwrap()
         .unwrap();
 }
