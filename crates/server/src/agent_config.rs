@@ -39,9 +39,10 @@ pub struct AgentConfig {
     /// (`--header-read-timeout-secs`).
     pub header_read_timeout: Duration,
     /// At most this many HTTP connections not yet upgraded to a WebSocket; at the bound a
-    /// new connection closes the oldest of them (`--max-pending-connections`; never above
-    /// what the descriptor limit leaves, see `livecount_tower::serve`).
-    pub max_pending_connections: usize,
+    /// new connection closes the oldest of them (`--max-pending-connections`; `None`: the
+    /// library's default, derived from `RLIMIT_NOFILE`; never above what the descriptor
+    /// limit leaves either way, see `livecount_tower::serve`).
+    pub max_pending_connections: Option<usize>,
     /// Largest client message accepted, bytes; larger ones close the session with 1009.
     pub max_frame_bytes: usize,
     /// CPU burned per response chunk, so speaking sessions cost something.
@@ -145,11 +146,12 @@ pub struct ServeArgs {
     #[arg(long = "header-read-timeout-secs", value_name = "S", default_value = "10",
           allow_negative_numbers = true, value_parser = seconds(0.01, 3600.0))]
     header_read_timeout: Duration,
-    /// Connections not yet upgraded held at once; at the bound the oldest is closed,
-    /// 1..=100000
-    #[arg(long, value_name = "N", default_value = "256", allow_negative_numbers = true,
+    /// Connections not yet upgraded held at once; at the bound the oldest still waiting
+    /// for its request head is closed, 1..=100000 [default: min(4096, half the
+    /// descriptors RLIMIT_NOFILE leaves free)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    max_pending_connections: u64,
+    max_pending_connections: Option<u64>,
     /// Close sessions sending a message above B bytes (WebSocket 1009), 64..=67108864
     #[arg(long, value_name = "B", default_value = "16384", allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(MIN_FRAME_BYTES..=MAX_FRAME_BYTES))]
@@ -208,8 +210,9 @@ impl ServeArgs {
             idle_timeout: self.idle_timeout,
             write_timeout: self.write_timeout,
             header_read_timeout: self.header_read_timeout,
-            max_pending_connections: usize::try_from(self.max_pending_connections)
-                .expect("at most 100 000"),
+            max_pending_connections: self
+                .max_pending_connections
+                .map(|n| usize::try_from(n).expect("at most 100 000")),
             max_frame_bytes: usize::try_from(self.max_frame_bytes).expect("at most 64 MiB"),
             work: Duration::from_millis(self.work_ms),
             chunk_gap: Duration::from_millis(self.chunk_gap_ms),

@@ -75,9 +75,12 @@ fn serve_http(agent: &Agent, listener: TcpListener, app: Router) -> JoinHandle<(
     let signal = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };
-    let server = livecount_tower::serve(listener, app)
-        .header_read_timeout(agent.config.header_read_timeout)
-        .max_pending(agent.config.max_pending_connections)
+    let mut server =
+        livecount_tower::serve(listener, app).header_read_timeout(agent.config.header_read_timeout);
+    if let Some(max) = agent.config.max_pending_connections {
+        server = server.max_pending(max);
+    }
+    let server = server
         .with_graceful_shutdown(signal)
         .shutdown_timeout(agent.config.drain);
     tokio::spawn(server.into_future())

@@ -3,12 +3,15 @@
 //! break RFC 6455. After each: the ending it caused, active 0, started = ended.
 
 mod common;
+#[path = "../../tower/tests/common/raw_ws.rs"]
+mod raw_ws;
 
 use std::time::Duration;
 
 use common::{reasons, settled};
 use futures_util::{SinkExt, StreamExt};
 use livecount_server::{AgentConfig, RunningAgent};
+use raw_ws::{close_code, frame, open_fds, raw_upgrade, text, trickle, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
@@ -26,99 +29,13 @@ async fn start(tweak: impl FnOnce(&mut AgentConfig)) -> RunningAgent {
     RunningAgent::start(config).await.unwrap()
 }
 
-// === a raw WebSocket client ===
-
-/// Connects (with a small receive buffer if asked) and does the upgrade by hand.
-async fn raw_upgrade(a: &RunningAgent, recv_buffer: Option<u32>) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    if let Some(bytes) = recv_buffer {
-        socket.set_recv_buffer_size(bytes).unwrap();
-    }
-    let mut conn = socket.connect(a.http).await.unwrap();
-    conn.set_nodelay(true).unwrap();
-    let request = "GET /session HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\
-                   Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
-                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
-    conn.write_all(request.as_bytes()).await.unwrap();
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut byte = [0u8];
-        let n = within(5, conn.read(&mut byte)).await.unwrap();
-        assert_eq!(n, 1, "the server closed during the upgrade: {head:?}");
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    conn
-}
-
-/// A frame as a client would write it: `fin`, the RSV bits (0..=7), the opcode, and the
-/// payload, masked with a fixed key unless `masked` is false.
-fn frame(fin: bool, rsv: u8, opcode: u8, payload: &[u8], masked: bool) -> Vec<u8> {
-    let mut bytes = vec![(u8::from(fin) << 7) | (rsv << 4) | opcode];
-    let mask_bit = u8::from(masked) << 7;
-    match payload.len() {
-        n @ 0..=125 => bytes.push(mask_bit | n as u8),
-        n @ 126..=0xffff => {
-            bytes.push(mask_bit | 126);
-            bytes.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            bytes.push(mask_bit | 127);
-            bytes.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    let key = [0x37, 0xfa, 0x21, 0x3d];
-    if masked {
-        bytes.extend_from_slice(&key);
-    }
-    let key = if masked { key } else { [0; 4] };
-    bytes.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
-    bytes
-}
-
-/// A masked text frame.
-fn text(payload: &str) -> Vec<u8> {
-    frame(true, 0, 0x1, payload.as_bytes(), true)
-}
-
-/// Awaits `f` for at most `secs` seconds.
-async fn within<F: std::future::Future>(secs: u64, f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .expect("in time")
-}
-
-/// Reads server frames until a close frame; its code (1005 if it has none), or `None`
-/// if the connection ended without one.
-async fn close_code(conn: &mut TcpStream) -> Option<u16> {
-    loop {
-        let mut head = [0u8; 2];
-        within(5, conn.read_exact(&mut head)).await.ok()?;
-        let len = match head[1] & 0x7f {
-            126 => u64::from(within(5, conn.read_u16()).await.ok()?),
-            127 => within(5, conn.read_u64()).await.ok()?,
-            n => u64::from(n),
-        };
-        let mut payload = vec![0u8; len as usize];
-        within(5, conn.read_exact(&mut payload)).await.ok()?;
-        if head[0] & 0x0f == 0x8 {
-            return Some(
-                payload
-                    .get(..2)
-                    .map_or(1005, |c| u16::from_be_bytes([c[0], c[1]])),
-            );
-        }
-    }
-}
-
 // === a client that stops reading ===
 
 /// A client that keeps asking for long responses (so it is never idle) and never reads
 /// a byte of them, on a small receive window. Its task ends `true` when a write fails:
 /// the server let go of the socket (within 10 s, else `false`).
 async fn stop_reading(a: &RunningAgent) -> tokio::task::JoinHandle<bool> {
-    let mut conn = raw_upgrade(a, Some(4096)).await;
+    let mut conn = raw_upgrade(a.http, "/session", Some(4096)).await;
     tokio::spawn(async move {
         for _ in 0..200 {
             let speak = text(r#"{"type":"speak","chunks":10000}"#);
@@ -214,16 +131,6 @@ async fn a_client_that_stops_reading_ends_disconnected_and_frees_its_slot() {
 
 // === protocol violations ===
 
-/// Writes `bytes` one at a time (as a slow client would), ignoring errors: the server
-/// may close as soon as it has seen enough.
-async fn trickle(conn: &mut TcpStream, bytes: &[u8]) {
-    for b in bytes {
-        if conn.write_all(std::slice::from_ref(b)).await.is_err() {
-            return;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protocol_violations_close_with_their_rfc_6455_code_and_count_failed() {
     let a = start(|c| c.max_frame_bytes = 1024).await;
@@ -276,7 +183,7 @@ async fn protocol_violations_close_with_their_rfc_6455_code_and_count_failed() {
     ];
     let n = cases.len() as u64;
     for (what, bytes, expected) in cases {
-        let mut conn = raw_upgrade(&a, None).await;
+        let mut conn = raw_upgrade(a.http, "/session", None).await;
         trickle(&mut conn, &bytes).await;
         assert_eq!(close_code(&mut conn).await, Some(expected), "{what}");
     }
@@ -286,11 +193,6 @@ async fn protocol_violations_close_with_their_rfc_6455_code_and_count_failed() {
 }
 
 // === slowloris ===
-
-/// Descriptors open in this process (the agent runs in it, so both ends count).
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
 
 /// One session from upgrade to close: `speak` → chunks → `done` → `bye` → 1000.
 async fn full_session(a: &RunningAgent) {
@@ -324,7 +226,7 @@ async fn half_sent_upgrades_are_closed_in_time_bounded_and_do_not_block_a_fresh_
     let header_timeout = Duration::from_secs(1);
     let a = start(|c| {
         c.header_read_timeout = header_timeout;
-        c.max_pending_connections = MAX_PENDING;
+        c.max_pending_connections = Some(MAX_PENDING);
     })
     .await;
     let baseline = open_fds();
