@@ -13,7 +13,7 @@ use futures_util::{SinkExt, StreamExt};
 use livecount_server::{AgentConfig, RunningAgent};
 use raw_ws::{close_code, frame, open_fds, raw_upgrade, text, trickle, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 

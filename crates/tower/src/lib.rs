@@ -312,11 +312,11 @@ mod report;
 mod request_body;
 #[cfg(feature = "serve")]
 mod serve;
-mod source;
 #[cfg(feature = "axum")]
 mod socket_end;
 #[cfg(feature = "axum")]
 mod socket_limits;
+mod source;
 #[cfg(feature = "axum")]
 mod tracked_socket;
 mod watch;
@@ -341,12 +341,12 @@ pub use serve::{
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_HEADER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT,
     MAX_DEFAULT_PENDING, Serve, ServeFuture, WithGracefulShutdown, serve,
 };
-pub use source::{HttpLoadSource, LoadSource};
-#[cfg(feature = "axum")]
-pub use socket_limits::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SOCKET_IDLE_TIMEOUT, SocketLimits};
-#[cfg(feature = "axum")]
-pub use tracked_socket::TrackedSocket;
 #[cfg(feature = "axum")]
 pub use socket_end::{IntoEndReason, SocketEnd};
+#[cfg(feature = "axum")]
+pub use socket_limits::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SOCKET_IDLE_TIMEOUT, SocketLimits};
+pub use source::{HttpLoadSource, LoadSource};
+#[cfg(feature = "axum")]
+pub use tracked_socket::TrackedSocket;
 #[cfg(feature = "axum")]
 pub use websocket::{DEFAULT_CLOSE_TIMEOUT, WebSocketSessions, tracked_upgrade};

@@ -21,8 +21,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    // The help of each subcommand is its struct's `about`.
-    Serve(ServeArgs),
+    // The help of each subcommand is its struct's `about`. Boxed: `serve` has many flags.
+    Serve(Box<ServeArgs>),
     Drive(DriveConfig),
 }
 
