@@ -5,8 +5,9 @@
 //! the reasons the client caused.
 
 mod common;
+#[path = "../../tower/tests/common/raw_h2.rs"]
+mod raw_h2;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{agent, channel, reasons, settled};
@@ -17,6 +18,7 @@ use pb::agent_client::AgentClient;
 use pb::client_frame::Frame as Client;
 use pb::server_frame::Frame as Server;
 use prost::Message;
+use raw_h2::raw_h2;
 use tokio::sync::mpsc;
 use tonic::codegen::{Bytes, http};
 use tonic::transport::Channel;
@@ -25,50 +27,10 @@ use tonic::{Code, Status, Streaming};
 /// Generous bound on every wait (a noisy CI machine), never a performance claim.
 const PATIENCE: Duration = Duration::from_secs(10);
 
+/// The path of the agent's session RPC.
+const CONVERSE: &str = "/livecount.agent.v1.Agent/Converse";
+
 // === raw HTTP/2 ===
-
-/// An HTTP/2 connection made by hand, its connection task aborted on drop.
-struct RawH2 {
-    send: h2::client::SendRequest<Bytes>,
-    conn: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for RawH2 {
-    fn drop(&mut self) {
-        self.conn.abort();
-    }
-}
-
-/// Connects to the agent's gRPC port with a stream flow-control window of `window`.
-async fn raw_h2(addr: SocketAddr, window: u32) -> RawH2 {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = h2::client::Builder::new()
-        .initial_window_size(window)
-        .handshake(tcp)
-        .await
-        .unwrap();
-    let conn = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    RawH2 { send, conn }
-}
-
-impl RawH2 {
-    /// Starts a `Converse` call with `content_type`; the request stream stays open.
-    async fn call(
-        &mut self,
-        content_type: &str,
-    ) -> (h2::client::ResponseFuture, h2::SendStream<Bytes>) {
-        let request = http::Request::post("http://livecount/livecount.agent.v1.Agent/Converse")
-            .header("content-type", content_type)
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
-        let send = self.send.clone().ready().await.unwrap();
-        let mut send = send;
-        send.send_request(request, false).unwrap()
-    }
-}
 
 /// One gRPC message: the compressed flag, the length prefix, the bytes.
 fn grpc_message(compressed: bool, declared_len: u32, bytes: &[u8]) -> Bytes {
@@ -161,7 +123,7 @@ fn code(c: Code) -> Option<String> {
 /// Sends `bytes` as the request (ending the stream if `end`) and reads the answer.
 async fn send_raw(a: &RunningAgent, bytes: Bytes, end: bool) -> Answer {
     let mut h2 = raw_h2(a.grpc.unwrap(), 65_535).await;
-    let (response, mut body) = h2.call("application/grpc").await;
+    let (response, mut body) = h2.call_as(CONVERSE, "application/grpc").await;
     body.send_data(bytes, end).unwrap();
     answer(response).await
 }
@@ -211,7 +173,7 @@ async fn a_request_that_is_not_grpc_gets_415_and_is_no_session() {
     let a = agent(&[]).await;
     let mut h2 = raw_h2(a.grpc.unwrap(), 65_535).await;
     for content_type in ["text/plain", "application/json", "application/grp"] {
-        let (response, mut body) = h2.call(content_type).await;
+        let (response, mut body) = h2.call_as(CONVERSE, content_type).await;
         let _ = body.send_data(framed(&speak(1)), true);
         let got = answer(response).await;
         assert_eq!(
@@ -225,7 +187,7 @@ async fn a_request_that_is_not_grpc_gets_415_and_is_no_session() {
     let s = a.agent.tracker.snapshot();
     assert_eq!((s.started, s.ended, s.active), (0, 0, 0), "{s:?}");
     // The same connection still serves real gRPC.
-    let (response, mut body) = h2.call("application/grpc+proto").await;
+    let (response, mut body) = h2.call_as(CONVERSE, "application/grpc+proto").await;
     body.send_data(framed(&speak(1)), true).unwrap();
     let got = answer(response).await;
     assert_eq!(got.grpc_status, code(Code::Ok), "{got:?}");
@@ -238,7 +200,7 @@ async fn a_reset_mid_response_counts_cancelled() {
     let a = agent(&[]).await;
     let mut h2 = raw_h2(a.grpc.unwrap(), 65_535).await;
     for _ in 0..5 {
-        let (response, mut body) = h2.call("application/grpc").await;
+        let (response, mut body) = h2.call_as(CONVERSE, "application/grpc").await;
         body.send_data(framed(&speak(10_000)), false).unwrap();
         let mut response = tokio::time::timeout(PATIENCE, response)
             .await
@@ -260,7 +222,7 @@ async fn a_reset_while_listening_counts_cancelled_and_a_cut_connection_disconnec
     let a = agent(&[]).await;
     let mut h2 = raw_h2(a.grpc.unwrap(), 65_535).await;
     for _ in 0..5 {
-        let (response, mut body) = h2.call("application/grpc").await;
+        let (response, mut body) = h2.call_as(CONVERSE, "application/grpc").await;
         body.send_data(framed(&speak(1)), false).unwrap();
         let mut response = tokio::time::timeout(PATIENCE, response)
             .await
@@ -278,7 +240,7 @@ async fn a_reset_while_listening_counts_cancelled_and_a_cut_connection_disconnec
     assert_eq!(settled(&a).await, reasons(&[("cancelled", 5)]));
     let mut calls = Vec::new();
     for _ in 0..3 {
-        let (response, body) = h2.call("application/grpc").await;
+        let (response, body) = h2.call_as(CONVERSE, "application/grpc").await;
         let response = tokio::time::timeout(PATIENCE, response).await.unwrap();
         calls.push((response.unwrap(), body));
     }
@@ -403,7 +365,7 @@ async fn a_stalled_reader_frees_its_slot() {
     let a = agent(&["--max-sessions", "1", "--idle-timeout-secs", "1"]).await;
     // A 64-byte window: the server's sends stall after a few chunks.
     let mut stalled = raw_h2(a.grpc.unwrap(), 64).await;
-    let (response, mut body) = stalled.call("application/grpc").await;
+    let (response, mut body) = stalled.call_as(CONVERSE, "application/grpc").await;
     body.send_data(framed(&speak(10_000)), false).unwrap();
     let _response = tokio::time::timeout(PATIENCE, response)
         .await

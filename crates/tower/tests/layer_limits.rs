@@ -4,6 +4,8 @@
 //! client got, and the tracker settled with active 0, started = ended and the exact reasons.
 
 mod common;
+#[path = "common/raw_h2.rs"]
+mod raw_h2;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,6 +20,7 @@ use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use livecount_session::{EndReason, SessionTracker};
 use livecount_tower::SessionLayer;
+use raw_h2::raw_h2;
 use tokio::net::TcpListener;
 use tonic::server::NamedService;
 use tonic::transport::{Endpoint, Server, server::TcpIncoming};
@@ -143,45 +146,6 @@ async fn final_status(
     })
     .await
     .expect("the stream ends within the patience")
-}
-
-/// An HTTP/2 connection made by hand, its connection task aborted on drop.
-struct RawH2 {
-    send: h2::client::SendRequest<Bytes>,
-    conn: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for RawH2 {
-    fn drop(&mut self) {
-        self.conn.abort();
-    }
-}
-
-/// Connects with a stream flow-control window of `window` bytes.
-async fn raw_h2(addr: SocketAddr, window: u32) -> RawH2 {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = h2::client::Builder::new()
-        .initial_window_size(window)
-        .handshake(tcp)
-        .await
-        .unwrap();
-    let conn = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    RawH2 { send, conn }
-}
-
-impl RawH2 {
-    /// Starts a gRPC call to `path`; the request stream stays open.
-    async fn call(&mut self, path: &str) -> (h2::client::ResponseFuture, h2::SendStream<Bytes>) {
-        let request = http::Request::post(format!("http://livecount{path}"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
-        let mut send = self.send.clone().ready().await.unwrap();
-        send.send_request(request, false).unwrap()
-    }
 }
 
 /// The `grpc-status` and `grpc-message` a raw call ended with (trailers, or a trailers-only
