@@ -184,6 +184,21 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
     }
 }
 
+/// An empty body holding no session (what the layer's own answers carry), so that a layer
+/// mounted outside [`SessionLayer`](crate::SessionLayer) can make answers of this body type
+/// ([`GrpcOnly`](crate::GrpcOnly)'s 415).
+///
+/// ```
+/// use http_body::Body;
+/// let body: livecount_tower::SessionBody<String> = Default::default();
+/// assert!(body.is_end_stream() && body.session().is_none());
+/// ```
+impl<B, C: Counter, M> Default for SessionBody<B, C, M> {
+    fn default() -> Self {
+        SessionBody::local()
+    }
+}
+
 /// Ends the session in `slot` (if still held) for `reason`.
 fn finish<C: Counter, M>(slot: &mut Option<Session<C, M>>, reason: EndReason) {
     if let Some(session) = slot.take() {
@@ -270,10 +285,13 @@ impl<B: Body, C: Counter, M> Body for SessionBody<B, C, M> {
         };
         match &frame {
             Some(Ok(frame)) => {
-                if let Some(trailers) = frame.trailers_ref() {
+                // Trailers are a body's last frame (hyper sends them and polls no more), even
+                // from a body that does not say so in `is_end_stream`.
+                let trailers = frame.trailers_ref();
+                if let Some(trailers) = trailers {
                     *this.outcome = grpc_outcome(trailers).unwrap_or(*this.outcome);
                 }
-                if at_end() {
+                if trailers.is_some() || at_end() {
                     finish(this.session, *this.outcome);
                 }
             }

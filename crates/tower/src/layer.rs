@@ -14,7 +14,7 @@ use tower_service::Service;
 
 use crate::body::{Deferred, end_after};
 use crate::future::{RequestKind, ResponseFuture};
-use crate::limits::{StreamLimits, Unwatched, Watched, is_grpc};
+use crate::limits::{StreamLimits, Unwatched, Watched, grpc_timeout, is_grpc};
 use crate::request_body::RequestBody;
 use crate::watch::{Watch, Watcher};
 
@@ -70,11 +70,20 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// | the inner service returned `Err` | `Failed` |
 /// | the response body was dropped before its end (client gone, stream cancelled) | [`Cancelled`](livecount_session::EndReason::Cancelled) (a 5xx stays `Failed`) |
 /// | the response future was dropped before it completed | `Cancelled` |
-/// | the maximum session length passed ([`StreamLimits`]) | [`TimedOut`](livecount_session::EndReason::TimedOut), gRPC `DEADLINE_EXCEEDED` |
+/// | the maximum session length passed ([`StreamLimits`]) | [`TimedOut`](livecount_session::EndReason::TimedOut), gRPC `DEADLINE_EXCEEDED` "max session length" |
+/// | a gRPC request's `grpc-timeout` passed first ([`grpc_timeout`](Self::grpc_timeout)) | `TimedOut`, gRPC `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)" |
 /// | a response frame waited for the transport for the write timeout (the peer stopped reading) | [`Disconnected`](livecount_session::EndReason::Disconnected), no status (nobody reads it) |
 /// | no frame either way for the idle timeout ([`Watched`] only) | `Disconnected`, gRPC `DEADLINE_EXCEEDED` "idle timeout" |
 /// | a request message above the limit ([`Watched`] only) | `Failed`, gRPC `RESOURCE_EXHAUSTED` |
+/// | the request body failed with a stream reset (HTTP/2 `RST_STREAM`, any code: the client cancelled; [`Watched`] only) | `Cancelled` at once, no status (nobody reads it) |
+/// | the request body failed otherwise (the connection died: an I/O error, a `GOAWAY`, a body cut short; [`Watched`] only) | `Disconnected` at once, no status |
 /// | the tracker is at its cap ([`SessionTracker::with_max_sessions`]) | not started: counted refused; gRPC `RESOURCE_EXHAUSTED`, else 503 with `Retry-After`, the inner service not called |
+///
+/// A request body that ends cleanly (an HTTP/2 half-close, `END_STREAM`) ends nothing: the
+/// response may go on. A failed one is classified by its error before the service sees it
+/// (tonic turns a reset `CANCEL` into a clean end of its stream), so a service that holds
+/// the [`EndHandle`](livecount_session::EndHandle) only asks whether the session is still
+/// open to know whether its request ended cleanly; see [`RequestBody`].
 ///
 /// A 4xx is the client's mistake, served correctly: `Completed`. A response that has no
 /// body by HTTP's rules (to `HEAD`; 1xx, 204, 304; a 2xx to `CONNECT`) ends with its head,
@@ -238,6 +247,25 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
     pub fn leave_drops_to_service(mut self, grace: Duration) -> Self {
         self.limits.drop_grace = Some(grace);
         self
+    }
+
+    /// Whether a gRPC request's `grpc-timeout` bounds its session (default: `true`): it then
+    /// ends `TimedOut` at the earlier of [`max_session`](Self::max_session) and the client's
+    /// deadline, with `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)". gRPC makes the
+    /// deadline bound the whole call; tonic bounds only the wait for the response headers.
+    /// An invalid value (not 1 to 8 digits and one of `H M S m u n`) is ignored. The sweeper
+    /// checks it (no timer per request), so the end comes at the deadline or up to two sweeper
+    /// periods later (a quarter of the shortest limit, 10 ms to 1 s; see [`StreamLimits`]).
+    ///
+    /// ```
+    /// # let tracker: livecount_session::SessionTracker = Default::default();
+    /// let layer = livecount_tower::SessionLayer::new(tracker);
+    /// assert!(layer.limits().grpc_timeout());
+    /// assert!(!layer.grpc_timeout(false).limits().grpc_timeout());
+    /// ```
+    pub fn grpc_timeout(mut self, honour: bool) -> Self {
+        self.limits.grpc_timeout = honour;
+        self.rebuilt()
     }
 
     /// No limits at all: the layer as it was before limits, without a sweeper task.
@@ -409,8 +437,8 @@ where
     C: Counter + 'static,
     M: Send + Sync + 'static,
 {
-    /// Starts (or refuses) the session of `request`.
-    fn admit<B>(&self, request: &Request<B>) -> Admission<C, M>
+    /// Starts (or refuses) the session of `request` (`grpc` if it says so).
+    fn admit<B>(&self, request: &Request<B>, grpc: bool) -> Admission<C, M>
     where
         P: Predicate<B>,
     {
@@ -427,7 +455,14 @@ where
                 return Admission::Refused(None);
             }
         };
-        let watch = self.watcher.as_ref().and_then(|w| w.watch(&session));
+        let deadline = match grpc && self.limits.grpc_timeout {
+            true => grpc_timeout(request.headers()),
+            false => None,
+        };
+        let watch = self
+            .watcher
+            .as_ref()
+            .and_then(|w| w.watch(&session, deadline));
         Admission::Counted(session, watch)
     }
 
@@ -463,7 +498,7 @@ where
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let kind = RequestKind::of(request.method());
         let grpc = is_grpc(request.headers());
-        match self.admit(&request) {
+        match self.admit(&request, grpc) {
             Admission::Uncounted => {
                 ResponseFuture::new(self.inner.call(request), None, None, kind, grpc)
             }
@@ -497,7 +532,7 @@ where
         let kind = RequestKind::of(request.method());
         let grpc = is_grpc(request.headers());
         let limit = self.limits.max_request_message;
-        let (session, watch) = match self.admit(&request) {
+        let (session, watch) = match self.admit(&request, grpc) {
             Admission::Uncounted => (None, None),
             Admission::Counted(session, watch) => {
                 request.extensions_mut().insert(session.handle());

@@ -52,7 +52,8 @@
 //!
 //! Limits, so that a peer that goes silent, stops reading or sends too much cannot hold
 //! a count forever (a ghost in the load report). [`SessionLayer::new`] already bounds a
-//! session to an hour and a response frame's wait for a reader to 30 s; the idle timeout
+//! session to an hour (or a gRPC call to its client's `grpc-timeout`, if that comes first)
+//! and a response frame's wait for a reader to 30 s; the idle timeout
 //! and the request message limit are opt-in ([`StreamLimits`] has every default and its
 //! reason), and a tracker built with `SessionTracker::with_max_sessions` makes the layer
 //! refuse past its cap (gRPC `RESOURCE_EXHAUSTED`, else 503 with `Retry-After`) without
@@ -66,11 +67,29 @@
 //! let tracker: SessionTracker = SessionTracker::with_max_sessions(1_000);
 //! let layer = SessionLayer::new(tracker.clone())
 //!     .max_session(Duration::from_secs(20 * 60)) // TimedOut, DEADLINE_EXCEEDED
+//!     .grpc_timeout(true) // the default: the client's deadline too, if earlier
 //!     .write_timeout(Duration::from_secs(10)) // a reader that stopped: Disconnected
 //!     .idle_timeout(Duration::from_secs(60)) // no frame either way: Disconnected
 //!     .max_request_message(4 << 20); // Failed, RESOURCE_EXHAUSTED
 //! // tonic::transport::Server::builder().layer(layer).add_service(...)
 //! # let _ = layer;
+//! ```
+//!
+//! With the request body watched (the idle timeout or the message limit on), a client's
+//! stream reset ends its session `Cancelled` and a dead connection `Disconnected` the moment
+//! the service reads the failed body, told apart by h2's error (tonic hides a reset `CANCEL`
+//! as a clean end of its stream). In front of a gRPC server, [`GrpcOnlyLayer`] answers
+//! requests that are not gRPC with HTTP 415, as gRPC's HTTP/2 protocol asks and tonic does
+//! not:
+//!
+//! ```
+//! # use livecount_session::SessionTracker;
+//! # use livecount_tower::{GrpcOnlyLayer, SessionLayer};
+//! # let tracker: SessionTracker = SessionTracker::new();
+//! let server = tonic::transport::Server::builder()
+//!     .layer(GrpcOnlyLayer::new()) // outermost: a 415 is no session
+//!     .layer(SessionLayer::new(tracker).idle_timeout(std::time::Duration::from_secs(60)));
+//! # let _ = server;
 //! ```
 //!
 //! WebSocket sessions that end on graceful shutdown (`examples/service.rs` serves both):
@@ -209,11 +228,20 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //!   maximum length → `TimedOut` / `DEADLINE_EXCEEDED`; a reader with a 64-byte window that
 //!   never reads → `Disconnected`, count back to 0, while a slow reader that keeps reading
 //!   is left alone; a message declaring 1 MiB over a 1 KiB limit → `Failed` /
-//!   `RESOURCE_EXHAUSTED`; a reset mid-stream and dropped calls → `Cancelled`; 2 000
+//!   `RESOURCE_EXHAUSTED`; a reset mid-stream and dropped calls → `Cancelled`; a `Watch`
+//!   with `grpc-timeout` 300 ms → `TimedOut` / `DEADLINE_EXCEEDED` "deadline exceeded
+//!   (grpc-timeout)", not before; JSON, text and a near-miss content type → 415 with
+//!   `grpc-status` 3 and nothing counted ([`GrpcOnlyLayer`]); with the handler reading its
+//!   request and a drop grace far longer than the test waits, a `RST_STREAM(CANCEL)` →
+//!   `Cancelled` and a cut TCP connection → `Disconnected` within 2 s, and 20 clean
+//!   half-closes → `Completed`, never `Cancelled`; 2 000
 //!   concurrent calls on a tracker capped at 50: exactly 50 admitted, never more live, the
 //!   rest `RESOURCE_EXHAUSTED` and counted refused once each.
 //! * `tests/limit_timers.rs`, on tokio's paused clock: each limit ends its session at the
-//!   limit and not before (the sweeper's granularity), a wait for the service is no stall,
+//!   limit and not before (the sweeper's granularity), a `grpc-timeout` likewise (and the
+//!   maximum length when that is earlier; invalid values, or a layer set not to honour
+//!   them, leave only the maximum length), a failed request body ends its session at once
+//!   and a clean end does not, a wait for the service is no stall,
 //!   client heartbeats and server frames both count as activity, 408 / 503 / 413 and
 //!   `Retry-After` for plain HTTP, the inner service never called at the cap, and no
 //!   limits (nor panics) outside a runtime.
@@ -288,7 +316,12 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //! record first, then ends the session through its `EndHandle` (the same exactly-once CAS
 //! as every end); the future or body, registered with `Session::poll_ended` while it
 //! waits, wakes and answers with the limit's status. hyper's h2 takes one frame past the
-//! window into its buffer, so a stream is seen stalled once its next frame waits.
+//! window into its buffer, so a stream is seen stalled once its next frame waits. A gRPC
+//! request's `grpc-timeout` is read once at `call` into the sweeper's record of it, as the
+//! number of sweeps after which it is over (the earlier of it and the maximum length): no
+//! timer per request. A request body's failure claims the session's end the same way
+//! (`Cancelled` for an h2 reset in the error's sources, else `Disconnected`) from inside
+//! `poll_frame`, before the service sees the error.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -301,6 +334,7 @@ mod busy;
 mod descriptor_budget;
 mod feed;
 mod future;
+mod grpc_only;
 mod layer;
 mod limits;
 mod load;
@@ -326,6 +360,7 @@ mod websocket;
 pub use body::SessionBody;
 pub use feed::{LoadFeed, LoadMetric};
 pub use future::ResponseFuture;
+pub use grpc_only::{GrpcOnly, GrpcOnlyFuture, GrpcOnlyLayer};
 pub use layer::{CountAll, Predicate, SessionLayer, SessionService};
 pub use limits::{
     DEFAULT_MAX_SESSION, DEFAULT_RETRY_AFTER, DEFAULT_WRITE_TIMEOUT, StreamLimits, Unwatched,

@@ -40,6 +40,7 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | limit | default | session ends | gRPC status | plain HTTP |
 /// |---|---|---|---|---|
 /// | [`max_session`](Self::max_session) | 1 h ([`DEFAULT_MAX_SESSION`]) | `TimedOut` | `DEADLINE_EXCEEDED` "max session length" | 503 before the head; after it the body ends |
+/// | the client's `grpc-timeout` ([`grpc_timeout`](Self::grpc_timeout)) | on | `TimedOut` | `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)" | — (gRPC only) |
 /// | [`write_timeout`](Self::write_timeout) | 30 s ([`DEFAULT_WRITE_TIMEOUT`]) | `Disconnected` | — (nobody reads it) | — |
 /// | [`idle_timeout`](Self::idle_timeout) | off | `Disconnected` | `DEADLINE_EXCEEDED` "idle timeout" | 408 before the head; after it the body ends |
 /// | [`max_request_message`](Self::max_request_message) | off | `Failed` | `RESOURCE_EXHAUSTED` | 413 before the head; after it the body ends |
@@ -70,6 +71,15 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// length from its 5-byte prefix (before the message arrives) or counts a plain body's
 /// bytes. It too switches the layer to [`Watched`].
 ///
+/// **The client's `grpc-timeout`, on by default.** gRPC says a call's deadline bounds the
+/// whole call (`doc/PROTOCOL-HTTP2.md`: `Timeout → "grpc-timeout" TimeoutValue TimeoutUnit`,
+/// "If Timeout is omitted a server should assume an infinite timeout"); tonic's server only
+/// bounds the wait for the response headers, which a streaming call has at once. So a
+/// counted gRPC request's session lasts at most the earlier of `max_session` and its
+/// `grpc-timeout` (1 to 8 digits and a unit of `H M S m u n`; any other value is ignored, as
+/// if omitted). It is the client's own deadline: past it the client has given up (or will
+/// never read the answer), so honouring it is always right; `false` turns it off.
+///
 /// **Write timeout.** A frame the transport does not take for this long (the peer stopped
 /// reading: its HTTP/2 flow-control window or the socket's buffer is full) ends the session
 /// `Disconnected` and frees the count at once. hyper stops polling a body while its window
@@ -91,6 +101,7 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// assert_eq!(limits.max_session(), Some(DEFAULT_MAX_SESSION));
 /// assert_eq!(limits.write_timeout(), Some(DEFAULT_WRITE_TIMEOUT));
 /// assert_eq!((limits.idle_timeout(), limits.max_request_message()), (None, None));
+/// assert!(limits.grpc_timeout()); // the client's deadline, if earlier than max_session
 /// assert_eq!(limits.retry_after(), Duration::from_secs(1));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +112,7 @@ pub struct StreamLimits {
     pub(crate) max_request_message: Option<u64>,
     pub(crate) retry_after: Duration,
     pub(crate) drop_grace: Option<Duration>,
+    pub(crate) grpc_timeout: bool,
 }
 
 impl Default for StreamLimits {
@@ -112,6 +124,7 @@ impl Default for StreamLimits {
             max_request_message: None,
             retry_after: DEFAULT_RETRY_AFTER,
             drop_grace: None,
+            grpc_timeout: true,
         }
     }
 }
@@ -132,6 +145,7 @@ impl StreamLimits {
             max_request_message: None,
             retry_after: DEFAULT_RETRY_AFTER,
             drop_grace: None,
+            grpc_timeout: false,
         }
     }
 
@@ -167,9 +181,18 @@ impl StreamLimits {
         self.retry_after
     }
 
+    /// Whether a gRPC request's `grpc-timeout` bounds its session (see
+    /// [`SessionLayer::grpc_timeout`](crate::SessionLayer::grpc_timeout)).
+    pub fn grpc_timeout(&self) -> bool {
+        self.grpc_timeout
+    }
+
     /// Whether any limit needs the sweeper.
     pub(crate) fn timed(&self) -> bool {
-        self.max_session.is_some() || self.idle_timeout.is_some() || self.write_timeout.is_some()
+        self.max_session.is_some()
+            || self.idle_timeout.is_some()
+            || self.write_timeout.is_some()
+            || self.grpc_timeout
     }
 }
 
@@ -197,6 +220,12 @@ pub(crate) enum Limit {
     Stall = 3,
     TooLarge = 4,
     AtCapacity = 5,
+    /// The client's `grpc-timeout` passed.
+    GrpcTimeout = 6,
+    /// The request body failed with a stream reset (the client cancelled).
+    Reset = 7,
+    /// The request body failed with a connection error (the connection died).
+    Lost = 8,
 }
 
 impl Limit {
@@ -207,6 +236,9 @@ impl Limit {
             3 => Limit::Stall,
             4 => Limit::TooLarge,
             5 => Limit::AtCapacity,
+            6 => Limit::GrpcTimeout,
+            7 => Limit::Reset,
+            8 => Limit::Lost,
             _ => return None,
         })
     }
@@ -214,8 +246,9 @@ impl Limit {
     /// The reason a session ended by this limit has.
     pub(crate) fn reason(self) -> EndReason {
         match self {
-            Limit::MaxSession => EndReason::TimedOut,
-            Limit::Idle | Limit::Stall => EndReason::Disconnected,
+            Limit::MaxSession | Limit::GrpcTimeout => EndReason::TimedOut,
+            Limit::Reset => EndReason::Cancelled,
+            Limit::Idle | Limit::Stall | Limit::Lost => EndReason::Disconnected,
             Limit::TooLarge | Limit::AtCapacity => EndReason::Failed,
         }
     }
@@ -228,14 +261,21 @@ impl Limit {
             Limit::Stall => ("4", "write timeout"),
             Limit::TooLarge => ("8", "request message above the limit"),
             Limit::AtCapacity => ("8", "at capacity"),
+            Limit::GrpcTimeout => ("4", "deadline exceeded (grpc-timeout)"),
+            // Nobody reads these two: the stream or the connection is gone.
+            Limit::Reset => ("1", "the client reset the stream"),
+            Limit::Lost => ("14", "connection lost"),
         }
     }
 
     /// The HTTP status of a plain answer made before the response head.
     pub(crate) fn http_status(self) -> StatusCode {
         match self {
-            Limit::MaxSession | Limit::Stall | Limit::AtCapacity => StatusCode::SERVICE_UNAVAILABLE,
+            Limit::MaxSession | Limit::Stall | Limit::AtCapacity | Limit::GrpcTimeout => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Limit::Idle => StatusCode::REQUEST_TIMEOUT,
+            Limit::Reset | Limit::Lost => StatusCode::BAD_REQUEST,
             Limit::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         }
     }
@@ -255,4 +295,80 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// A gRPC request's `grpc-timeout`, if it has a valid one: 1 to 8 ASCII digits and a unit,
+/// `H` (hours), `M` (minutes), `S` (seconds), `m` (milliseconds), `u` (microseconds) or `n`
+/// (nanoseconds), as gRPC's `doc/PROTOCOL-HTTP2.md` defines `TimeoutValue` and
+/// `TimeoutUnit`. Anything else is ignored (`None`), as if the header were absent.
+pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.as_bytes();
+    let (&unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    // At most 8 digits: no overflow below, even in hours (99 999 999 h in seconds < 2^49).
+    let n = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timeout(value: &'static str) -> Option<Duration> {
+        let mut headers = HeaderMap::new();
+        headers.insert("grpc-timeout", HeaderValue::from_static(value));
+        grpc_timeout(&headers)
+    }
+
+    #[test]
+    fn grpc_timeouts_parse_as_the_spec_says_and_bad_ones_are_ignored() {
+        assert_eq!(timeout("300m"), Some(Duration::from_millis(300)));
+        assert_eq!(timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(timeout("3M"), Some(Duration::from_secs(180)));
+        assert_eq!(timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(timeout("7u"), Some(Duration::from_micros(7)));
+        assert_eq!(timeout("5n"), Some(Duration::from_nanos(5)));
+        assert_eq!(timeout("00000001S"), Some(Duration::from_secs(1)));
+        assert_eq!(
+            timeout("99999999H"),
+            Some(Duration::from_secs(99_999_999 * 3600))
+        );
+        for bad in [
+            "",
+            "m",
+            "S",
+            "123456789m",
+            "12x",
+            "-1S",
+            "+1S",
+            "1.5S",
+            " 1S",
+            "1s",
+            "1 S",
+        ] {
+            assert_eq!(timeout(bad), None, "{bad:?}");
+        }
+        assert_eq!(grpc_timeout(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn limits_round_trip_through_their_byte() {
+        for value in 1..=8 {
+            assert_eq!(Limit::from_u8(value).map(|l| l as u8), Some(value));
+        }
+        assert_eq!(Limit::from_u8(0), None);
+        assert_eq!(Limit::from_u8(9), None);
+    }
 }

@@ -1,5 +1,6 @@
 //! [`RequestBody`]: a request body watched by a [`Watched`](crate::Watched) layer: its frames
-//! are activity for the idle timeout, and its messages are held to the message limit.
+//! are activity for the idle timeout, its messages are held to the message limit, and its
+//! failure (a reset, a dead connection) ends the session with the reason it stands for.
 
 use std::error::Error;
 use std::fmt;
@@ -28,6 +29,17 @@ pin_project! {
     /// declares too much (before its bytes arrive) or at the frame that crosses a plain body's
     /// limit; the response becomes `RESOURCE_EXHAUSTED` (gRPC) or 413 (plain HTTP, before its
     /// head). Its errors are boxed ([`BoxError`]), as tonic and axum take them.
+    ///
+    /// An error of the client's body ends the session at once (before the service sees the
+    /// error): [`Cancelled`](livecount_session::EndReason::Cancelled) for an HTTP/2 stream
+    /// reset (`RST_STREAM`, any code: the client cancelled),
+    /// [`Disconnected`](livecount_session::EndReason::Disconnected) for anything else (an I/O
+    /// error, a `GOAWAY`, a body cut short: the connection died), told apart by the error's
+    /// type (h2's error, in the error's source chain). A body that ends cleanly (a
+    /// half-close) ends nothing. A service holding the request's
+    /// [`EndHandle`](livecount_session::EndHandle) thus knows its request ended cleanly if
+    /// the session is still open when the body (or tonic's stream over it) ends: tonic turns
+    /// a `CANCEL` reset into a clean end of its stream.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -162,7 +174,13 @@ where
         }
         let frame = match ready!(this.inner.poll_frame(cx)) {
             Some(Ok(frame)) => frame,
-            Some(Err(error)) => return Poll::Ready(Some(Err(error.into()))),
+            Some(Err(error)) => {
+                let error = error.into();
+                if let Some(watch) = this.watch.as_deref() {
+                    watch.end(failure(&*error));
+                }
+                return Poll::Ready(Some(Err(error)));
+            }
             None => return Poll::Ready(None),
         };
         let Some(watch) = this.watch.as_deref() else {
@@ -199,6 +217,29 @@ impl<B: fmt::Debug, C: Counter, M> fmt::Debug for RequestBody<B, C, M> {
             .field("framing", &self.framing)
             .finish_non_exhaustive()
     }
+}
+
+/// Why a request body failed, from its error's type (the error itself or any of its
+/// sources: tonic's `Status` wraps hyper's error, which wraps h2's or an I/O error):
+///
+/// * an HTTP/2 stream reset ([`h2::Error::is_reset`], any code, `CANCEL` among them): the
+///   client cancelled the call, [`Limit::Reset`] (`Cancelled`);
+/// * anything else: an I/O error (hyper turns h2's I/O errors into its own, their source
+///   the `io::Error`), a `GOAWAY` ([`h2::Error::is_go_away`]), an HTTP/1.1 body cut short:
+///   the connection died under the request, [`Limit::Lost`] (`Disconnected`).
+fn failure(error: &(dyn Error + 'static)) -> Limit {
+    let mut source = Some(error);
+    while let Some(error) = source {
+        if let Some(h2) = error.downcast_ref::<h2::Error>() {
+            return if h2.is_reset() {
+                Limit::Reset
+            } else {
+                Limit::Lost
+            };
+        }
+        source = error.source();
+    }
+    Limit::Lost
 }
 
 /// A request message (gRPC) or body (plain HTTP) above the layer's
@@ -260,6 +301,29 @@ mod tests {
         }
         let mut framing = grpc();
         assert_eq!(framing.feed(&stream[..5 + 3 + 5 + 4], 4), Ok(()));
+    }
+
+    #[test]
+    fn resets_are_cancels_and_other_failures_lost_connections() {
+        #[derive(Debug)]
+        struct Wrapped(Box<dyn Error + Send + Sync>);
+        impl fmt::Display for Wrapped {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("wrapped")
+            }
+        }
+        impl Error for Wrapped {
+            fn source(&self) -> Option<&(dyn Error + 'static)> {
+                Some(&*self.0)
+            }
+        }
+        let io = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(failure(&io), Limit::Lost);
+        assert_eq!(failure(&Wrapped(Box::new(io))), Limit::Lost);
+        // A reason alone (no RST_STREAM) is not a reset.
+        let reason = h2::Error::from(h2::Reason::CANCEL);
+        assert_eq!(failure(&Wrapped(Box::new(reason))), Limit::Lost);
+        assert_eq!(failure(&MessageTooLarge { size: 2, limit: 1 }), Limit::Lost);
     }
 
     #[test]

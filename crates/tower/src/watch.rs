@@ -103,16 +103,18 @@ struct Entry<C: Counter, M> {
     watch: Weak<Watch<C, M>>,
     /// The tick when `call` ran.
     started: u64,
+    /// Ticks after `started` when the session is over, and the limit that says so: the
+    /// earlier of the maximum length and the request's `grpc-timeout`.
+    ends: Option<(u64, Limit)>,
     /// The activity count last seen, and the tick it was first seen at.
     activity: (u64, u64),
     /// The `response` word last seen, and the tick a hold was first seen at.
     response: (u64, Option<u64>),
 }
 
-/// Limits as sweep counts.
+/// Limits as sweep counts (the maximum length is per request: see `Entry::ends`).
 #[derive(Clone, Copy, Debug)]
 struct Ticks {
-    max_session: Option<u64>,
     idle: Option<u64>,
     write: Option<u64>,
 }
@@ -122,6 +124,7 @@ type Shard<C, M> = CachePadded<Mutex<Vec<Entry<C, M>>>>;
 
 /// The registry of a layer's live requests and its sweeper.
 pub(crate) struct Watcher<C: Counter, M> {
+    max_session: Option<Duration>,
     ticks: Ticks,
     period: Duration,
     /// Sweeps so far. Written by the sweeper only.
@@ -152,16 +155,14 @@ impl<C: Counter, M> Watcher<C, M> {
         .min()
         .unwrap_or(MAX_PERIOD);
         let period = (shortest / 4).clamp(MIN_PERIOD, MAX_PERIOD);
-        let in_ticks = |limit: Option<Duration>| {
-            limit.map(|d| d.as_nanos().div_ceil(period.as_nanos()).max(1) as u64)
-        };
+        let in_ticks = |limit: Option<Duration>| limit.map(|d| in_ticks(d, period));
         let shards = std::thread::available_parallelism()
             .map_or(4, usize::from)
             .next_power_of_two()
             .min(64);
         Some(Arc::new(Watcher {
+            max_session: limits.max_session,
             ticks: Ticks {
-                max_session: in_ticks(limits.max_session),
                 idle: in_ticks(limits.idle_timeout),
                 write: in_ticks(limits.write_timeout),
             },
@@ -176,8 +177,13 @@ impl<C: Counter, M> Watcher<C, M> {
 }
 
 impl<C: Counter + 'static, M: Send + Sync + 'static> Watcher<C, M> {
-    /// Registers the request of `session`; `None` (no limits for it) outside a tokio runtime.
-    pub(crate) fn watch(self: &Arc<Self>, session: &Session<C, M>) -> Option<Arc<Watch<C, M>>> {
+    /// Registers the request of `session`, whose client set `grpc_timeout` (if any) as its
+    /// deadline; `None` (no limits for it) outside a tokio runtime.
+    pub(crate) fn watch(
+        self: &Arc<Self>,
+        session: &Session<C, M>,
+        grpc_timeout: Option<Duration>,
+    ) -> Option<Arc<Watch<C, M>>> {
         // Acquire: pairs with the Release in `Running::drop`, so a sweeper that stopped is
         // seen stopped and spawned anew.
         if !self.running.load(Ordering::Acquire) && !self.spawn() {
@@ -189,11 +195,24 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> Watcher<C, M> {
         let entry = Entry {
             watch: Arc::downgrade(&watch),
             started: now,
+            ends: self.ends(grpc_timeout),
             activity: (0, now),
             response: (0, None),
         };
         self.shard().push(entry);
         Some(watch)
+    }
+
+    /// When a request with `grpc_timeout` is over, in ticks: the earlier limit wins (the
+    /// maximum length on a tie, compared as durations, not as rounded ticks).
+    fn ends(&self, grpc_timeout: Option<Duration>) -> Option<(u64, Limit)> {
+        let limit = match (self.max_session, grpc_timeout) {
+            (Some(max), Some(deadline)) if deadline < max => (deadline, Limit::GrpcTimeout),
+            (Some(max), _) => (max, Limit::MaxSession),
+            (None, Some(deadline)) => (deadline, Limit::GrpcTimeout),
+            (None, None) => return None,
+        };
+        Some((in_ticks(limit.0, self.period), limit.1))
     }
 
     /// This thread's shard, locked.
@@ -273,8 +292,11 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> Watcher<C, M> {
         }
         let past =
             |since: u64, limit: Option<u64>| limit.is_some_and(|k| now.saturating_sub(since) >= k);
-        let limit = if past(entry.started + 1, self.ticks.max_session) {
-            Limit::MaxSession
+        let over = entry
+            .ends
+            .filter(|&(k, _)| past(entry.started + 1, Some(k)));
+        let limit = if let Some((_, limit)) = over {
+            limit
         } else if entry
             .response
             .1
@@ -289,6 +311,12 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> Watcher<C, M> {
         watch.end(limit);
         false
     }
+}
+
+/// `limit` in sweeps of `period`, rounded up (never early), at least one.
+fn in_ticks(limit: Duration, period: Duration) -> u64 {
+    let ticks = limit.as_nanos().div_ceil(period.as_nanos()).max(1);
+    u64::try_from(ticks).unwrap_or(u64::MAX)
 }
 
 /// The sweeper's hold on its watcher; marks it stopped when the task ends or is dropped

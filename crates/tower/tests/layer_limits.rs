@@ -1,7 +1,9 @@
 //! `SessionLayer`'s limits on a real tonic server on loopback, mounted as a service author
 //! would (`Server::builder().layer(SessionLayer::new(tracker)…)`), against clients that go
-//! silent, stop reading, send too much, reset or drop their calls. After each: the status the
-//! client got, and the tracker settled with active 0, started = ended and the exact reasons.
+//! silent, stop reading, send too much, outlive their `grpc-timeout`, reset, drop their
+//! calls or their connection, or are not gRPC at all (`GrpcOnlyLayer`). After each: the
+//! status the client got, and the tracker settled with active 0, started = ended and the
+//! exact reasons.
 
 mod common;
 #[path = "common/raw_h2.rs"]
@@ -18,8 +20,9 @@ use bytes::Bytes;
 use futures_util::stream;
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
+use livecount::PerThread;
 use livecount_session::{EndReason, SessionTracker};
-use livecount_tower::SessionLayer;
+use livecount_tower::{CountAll, GrpcOnlyLayer, SessionLayer, Watched};
 use raw_h2::raw_h2;
 use tokio::net::TcpListener;
 use tonic::server::NamedService;
@@ -37,7 +40,9 @@ const LIMIT: Duration = Duration::from_millis(200);
 // === the server ===
 
 /// A hand-made gRPC service without codegen: `Flood` streams 1 KiB messages for as long as
-/// it is read, `Drain` reads its whole request and answers OK (or INTERNAL if it cannot).
+/// it is read, `Drain` reads its whole request and answers OK (or INTERNAL if it cannot),
+/// `Echo` answers each request frame with its bytes from a task reading the request, and
+/// ends OK once the request ends cleanly.
 #[derive(Clone, Debug)]
 struct Raw;
 
@@ -84,12 +89,39 @@ impl tower::Service<http::Request<tonic::body::Body>> for Raw {
                     .body(body)
                     .unwrap());
             }
+            if request.uri().path() == "/test.Raw/Echo" {
+                return Ok(echo(request.into_body()));
+            }
             match request.into_body().collect().await {
                 Ok(_) => Ok(grpc_head("0")),
                 Err(_) => Ok(grpc_head("13")),
             }
         })
     }
+}
+
+/// `Echo`'s answer: the request's frames back, from a task of their own; OK trailers once the
+/// request ends cleanly, and nothing more if it fails.
+fn echo(mut request: tonic::body::Body) -> http::Response<tonic::body::Body> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(16);
+    tokio::spawn(async move {
+        while let Some(frame) = request.frame().await {
+            let Ok(frame) = frame else { return }; // failed: the layer said why
+            if let Ok(data) = frame.into_data()
+                && tx.send(Ok(Frame::data(data))).await.is_err()
+            {
+                return;
+            }
+        }
+        let mut ok = http::HeaderMap::new();
+        ok.insert("grpc-status", http::HeaderValue::from_static("0"));
+        let _ = tx.send(Ok(Frame::trailers(ok))).await;
+    });
+    let frames = stream::poll_fn(move |cx| rx.poll_recv(cx));
+    http::Response::builder()
+        .header("content-type", "application/grpc")
+        .body(tonic::body::Body::new(StreamBody::new(frames)))
+        .unwrap()
 }
 
 /// Serves Health (its `Watch` a server stream) and [`Raw`] under `layer` on loopback.
@@ -412,4 +444,139 @@ async fn a_burst_on_a_capped_tracker_admits_exactly_the_cap() {
     settled(&tracker, CAP, &[(EndReason::Cancelled, CAP)]).await;
     let s = tracker.snapshot();
     assert_eq!(s.refused, CALLS - CAP, "each refusal counted once: {s:?}");
+}
+
+// === gRPC's own edges: the client's deadline, not gRPC at all, reset vs dead connection ===
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_past_its_grpc_timeout_ends_timed_out_with_deadline_exceeded() {
+    const DEADLINE: Duration = Duration::from_millis(300);
+    let tracker = SessionTracker::new();
+    // A write timeout of `LIMIT` makes the sweeper's period 50 ms; nothing stalls.
+    let (addr, _server) = serve!(SessionLayer::new(tracker.clone()).write_timeout(LIMIT));
+    let endpoint = Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    let mut client = HealthClient::new(endpoint.connect().await.unwrap());
+    let began = Instant::now();
+    let mut request = tonic::Request::new(HealthCheckRequest::default());
+    request.set_timeout(DEADLINE); // grpc-timeout: 300000u (tonic writes microseconds)
+    let call = tokio::time::timeout(PATIENCE, client.watch(request)).await;
+    let stream = call.unwrap().unwrap().into_inner();
+    let status = final_status(stream).await;
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
+    assert_eq!(status.message(), "deadline exceeded (grpc-timeout)");
+    assert!(
+        began.elapsed() >= DEADLINE,
+        "not before the deadline: {:?}",
+        began.elapsed()
+    );
+    settled(&tracker, 1, &[(EndReason::TimedOut, 1)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_is_not_grpc_gets_415_and_is_no_session() {
+    let tracker = SessionTracker::new();
+    let layers = tower::ServiceBuilder::new()
+        .layer(GrpcOnlyLayer::new())
+        .layer(SessionLayer::new(tracker.clone()))
+        .into_inner();
+    let (addr, _server) = serve!(layers);
+    let mut h2 = raw_h2(addr, 65_535).await;
+    for content_type in ["application/json", "text/plain", "application/grp"] {
+        let (response, mut request) = h2.call_as("/test.Raw/Drain", content_type).await;
+        // The answer may come (and the stream close) before this is sent.
+        let _ = request.send_data(grpc_message(0, &[]), true);
+        let response = tokio::time::timeout(PATIENCE, response).await.unwrap();
+        let response = response.unwrap();
+        assert_eq!(response.status(), http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let headers = response.headers();
+        assert_eq!(headers["grpc-status"], "3", "{content_type}");
+        let message = headers["grpc-message"].to_str().unwrap();
+        assert!(message.contains(content_type), "{message}");
+    }
+    assert_eq!(tracker.snapshot().started, 0, "nothing counted");
+    // gRPC itself, any subtype, is served and counted.
+    for content_type in ["application/grpc", "application/grpc+proto"] {
+        let (response, mut request) = h2.call_as("/test.Raw/Drain", content_type).await;
+        request.send_data(grpc_message(0, &[]), true).unwrap();
+        assert_eq!(raw_status(response).await.0, "0");
+    }
+    settled(&tracker, 2, &[(EndReason::Completed, 2)]).await;
+}
+
+/// The layer for the request-body tests: watched, and leaving a dropped response to the
+/// service for far longer than the tests wait, so only the request body's failure can end
+/// a session in time.
+fn watched(tracker: &SessionTracker) -> SessionLayer<PerThread, (), CountAll, Watched> {
+    SessionLayer::new(tracker.clone())
+        .max_request_message(1 << 20)
+        .leave_drops_to_service(PATIENCE * 6)
+}
+
+/// Opens an `Echo` call and has one message echoed, so the handler is reading.
+async fn echoing(
+    h2: &mut raw_h2::RawH2,
+    end_stream: bool,
+) -> (h2::RecvStream, h2::SendStream<Bytes>) {
+    let (response, mut request) = h2.call("/test.Raw/Echo").await;
+    request
+        .send_data(grpc_message(3, b"hey"), end_stream)
+        .unwrap();
+    let response = tokio::time::timeout(PATIENCE, response).await.unwrap();
+    let mut body = response.unwrap().into_body();
+    let echoed = tokio::time::timeout(PATIENCE, body.data()).await.unwrap();
+    assert_eq!(echoed.unwrap().unwrap().len(), 8);
+    (body, request)
+}
+
+/// Waits (at most 2 s: far less than the drop grace) until `tracker` has no session left.
+async fn ended_at_once(tracker: &SessionTracker) {
+    let ended = tokio::time::timeout(Duration::from_secs(2), async {
+        while tracker.active() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    assert!(
+        ended.await.is_ok(),
+        "not ended at once: {:?}",
+        tracker.snapshot()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_while_the_handler_reads_is_cancelled_at_once() {
+    let tracker = SessionTracker::new();
+    let (addr, _server) = serve!(watched(&tracker));
+    let mut h2 = raw_h2(addr, 65_535).await;
+    let (_body, mut request) = echoing(&mut h2, false).await;
+    request.send_reset(h2::Reason::CANCEL);
+    ended_at_once(&tracker).await;
+    settled(&tracker, 1, &[(EndReason::Cancelled, 1)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_cut_while_the_handler_reads_is_disconnected() {
+    let tracker = SessionTracker::new();
+    let (addr, _server) = serve!(watched(&tracker));
+    let mut h2 = raw_h2(addr, 65_535).await;
+    let (body, request) = echoing(&mut h2, false).await;
+    // The connection task goes, and the socket with it, before the stream handles could
+    // send a reset (h2 resets the streams of handles dropped while their stream is open).
+    drop(h2);
+    ended_at_once(&tracker).await;
+    drop((body, request));
+    settled(&tracker, 1, &[(EndReason::Disconnected, 1)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_half_close_is_never_a_cancel() {
+    let tracker = SessionTracker::new();
+    let (addr, _server) = serve!(watched(&tracker));
+    let mut h2 = raw_h2(addr, 65_535).await;
+    for _ in 0..20 {
+        let (mut body, _request) = echoing(&mut h2, true).await; // the message, then END_STREAM
+        let trailers = tokio::time::timeout(PATIENCE, body.trailers()).await;
+        let trailers = trailers.unwrap().unwrap().expect("trailers");
+        assert_eq!(trailers["grpc-status"], "0");
+    }
+    settled(&tracker, 20, &[(EndReason::Completed, 20)]).await;
 }

@@ -48,6 +48,23 @@ fn grpc_response(body: ChannelBody) -> Response<ChannelBody> {
 async fn grpc_stream(
     layer: SessionLayer,
 ) -> (FrameSender, std::pin::Pin<Box<SessionBody<ChannelBody>>>) {
+    grpc_stream_for(layer, Request::new(())).await
+}
+
+/// A gRPC call (`content-type: application/grpc`) with `grpc-timeout: timeout`.
+fn grpc_call(timeout: &str) -> Request<()> {
+    Request::post("/svc/Method")
+        .header("content-type", "application/grpc")
+        .header("grpc-timeout", timeout)
+        .body(())
+        .unwrap()
+}
+
+/// [`grpc_stream`] for `request`.
+async fn grpc_stream_for(
+    layer: SessionLayer,
+    request: Request<()>,
+) -> (FrameSender, std::pin::Pin<Box<SessionBody<ChannelBody>>>) {
     let (tx, body) = channel_body();
     let mut body = Some(body);
     let service = ServiceBuilder::new()
@@ -56,7 +73,7 @@ async fn grpc_stream(
             let body = body.take().expect("one request");
             async move { Ok::<_, Infallible>(grpc_response(body)) }
         });
-    let response = service.oneshot(Request::new(())).await.unwrap();
+    let response = service.oneshot(request).await.unwrap();
     (tx, Box::pin(response.into_body()))
 }
 
@@ -87,6 +104,64 @@ async fn the_max_length_ends_a_stream_timed_out_at_its_limit_and_not_before() {
     assert_eq!(status_of(frame), ("4".into(), "max session length".into()));
     assert!(body.is_end_stream());
     assert!(poll_frame_now(body.as_mut()).expect("ready").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grpc_timeout_ends_a_stream_timed_out_at_the_deadline_and_not_before() {
+    let tracker = SessionTracker::new();
+    // A 400 ms write timeout makes the sweeper's period 100 ms; the stream never stalls.
+    let layer = SessionLayer::new(tracker.clone()).write_timeout(Duration::from_millis(400));
+    let period = Duration::from_millis(100);
+    let (_tx, mut body) = grpc_stream_for(layer, grpc_call("300m")).await;
+    assert!(poll_frame_now(body.as_mut()).is_none());
+    pass(Duration::from_millis(250)).await;
+    assert_eq!(tracker.active(), 1, "not before the deadline");
+    pass(period * 2 + Duration::from_millis(100)).await;
+    common::assert_only(&tracker, EndReason::TimedOut);
+    let frame = poll_frame_now(body.as_mut()).expect("cut: ready");
+    assert_eq!(
+        status_of(frame),
+        ("4".into(), "deadline exceeded (grpc-timeout)".into())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_earlier_of_the_max_length_and_the_grpc_timeout_ends_the_session() {
+    let tracker = SessionTracker::new();
+    let layer = SessionLayer::new(tracker.clone()).max_session(LIMIT);
+    let (_tx, mut body) = grpc_stream_for(layer, grpc_call("10S")).await;
+    assert!(poll_frame_now(body.as_mut()).is_none());
+    pass(LIMIT + PERIOD * 2).await;
+    common::assert_only(&tracker, EndReason::TimedOut);
+    let frame = poll_frame_now(body.as_mut()).expect("cut: ready");
+    assert_eq!(status_of(frame), ("4".into(), "max session length".into()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalid_grpc_timeout_is_ignored_and_a_layer_may_ignore_any() {
+    let tracker = SessionTracker::new();
+    let layer = SessionLayer::new(tracker.clone()).max_session(LIMIT);
+    let mut bodies = Vec::new();
+    // Nine digits (123 ms if read leniently), no unit, a lower-case second, a fraction.
+    for invalid in ["123456789n", "100", "1s", "0.1S"] {
+        bodies.push(grpc_stream_for(layer.clone(), grpc_call(invalid)).await);
+    }
+    // A valid one on a layer that does not honour client deadlines.
+    let ignoring = SessionLayer::new(tracker.clone())
+        .max_session(LIMIT)
+        .grpc_timeout(false);
+    bodies.push(grpc_stream_for(ignoring, grpc_call("100m")).await);
+    for (_, body) in &mut bodies {
+        assert!(poll_frame_now(body.as_mut()).is_none());
+    }
+    pass(LIMIT - Duration::from_millis(100)).await;
+    assert_eq!(tracker.active(), 5, "only the maximum length applies");
+    pass(PERIOD * 2 + Duration::from_millis(100)).await;
+    for (_, body) in &mut bodies {
+        let frame = poll_frame_now(body.as_mut()).expect("cut: ready");
+        assert_eq!(status_of(frame), ("4".into(), "max session length".into()));
+    }
+    assert_eq!(tracker.snapshot().ended_by(EndReason::TimedOut), 5);
 }
 
 #[tokio::test(start_paused = true)]
@@ -181,6 +256,38 @@ async fn client_frames_keep_a_session_alive_and_silence_ends_it_idle() {
     assert_eq!(status_of(frame), ("4".into(), "idle timeout".into()));
     drop(requests);
     assert_eq!(reader.await.unwrap(), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_body_that_fails_ends_the_session_at_once_and_a_clean_end_does_not() {
+    let tracker = SessionTracker::new();
+    let (requests, request_body) = channel_body();
+    let (_tx, mut body, reader) = watched_stream(&tracker, request_body).await;
+    assert!(poll_frame_now(body.as_mut()).is_none());
+    requests
+        .send(Ok(Frame::data(Bytes::from("hello"))))
+        .unwrap();
+    let lost = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+    requests.send(Err(lost)).unwrap();
+    assert_eq!(reader.await.unwrap(), 1);
+    common::assert_only(&tracker, EndReason::Disconnected);
+    // The stream is cut (nobody reads a status on a dead connection).
+    assert!(poll_frame_now(body.as_mut()).is_some());
+
+    let tracker = SessionTracker::new();
+    let (requests, request_body) = channel_body();
+    let (tx, mut body, reader) = watched_stream(&tracker, request_body).await;
+    requests
+        .send(Ok(Frame::data(Bytes::from("hello"))))
+        .unwrap();
+    drop(requests); // a half-close: the request ends cleanly
+    assert_eq!(reader.await.unwrap(), 1);
+    assert_eq!(tracker.active(), 1, "the response may go on");
+    tx.send(Ok(Frame::data(Bytes::from("answer")))).unwrap();
+    assert!(poll_frame_now(body.as_mut()).is_some());
+    drop(tx);
+    assert!(poll_frame_now(body.as_mut()).expect("ready").is_none());
+    common::assert_only(&tracker, EndReason::Completed);
 }
 
 #[tokio::test(start_paused = true)]
