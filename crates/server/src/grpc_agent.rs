@@ -15,9 +15,9 @@
 //! | the client stopped reading (`--write-timeout-secs`; *layer*) | `Disconnected`, the count freed at once | — (nobody reads it) |
 //! | client half-closed its stream (no response in flight) | `Completed` | OK |
 //! | client half-closed while a response streams | `Completed` once `done` is sent | OK |
-//! | client reset the stream (the request body fails with the reset; *layer*) | `Cancelled` | — (nobody reads it) |
+//! | client reset the stream with `CANCEL` (the request body fails with the reset; *layer*) | `Cancelled` | — (nobody reads it) |
 //! | client reset or dropped the call after half-closing (the transport drops the response) | `Cancelled` | — |
-//! | connection lost (the request body fails; *layer*) | `Disconnected` | — |
+//! | connection lost, or the stream reset with another code (a proxy's `INTERNAL_ERROR` for its client's lost connection; the request body fails; *layer*) | `Disconnected` | — |
 //! | the client's `grpc-timeout` passed (*layer*) | `TimedOut` | `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)" |
 //! | shutdown | `Shutdown` | `UNAVAILABLE` "server shutting down" |
 //! | bad frame: empty oneof, `chunks` out of range (an `Error` frame first) | `Failed` | `INVALID_ARGUMENT` with the error |
@@ -48,7 +48,9 @@
 //! the stream, so the stream tonic hands over cannot tell a cancel from a half-close.
 //! Two signals below tonic can: the session layer watches the request body (the agent's
 //! idle timeout makes it `Watched`) and ends the session the moment the body fails, before
-//! tonic hides the error (`Cancelled` for a reset, `Disconnected` for a dead connection),
+//! tonic hides the error (`Cancelled` for a reset `CANCEL`, `Disconnected` for a dead
+//! connection or a reset with another code, such as Envoy's `INTERNAL_ERROR` for a client
+//! whose connection it lost),
 //! and the transport drops the *response* stream when the stream is reset or the connection
 //! dies. So the agent only asks whether its session is still open when the request stream
 //! ends:

@@ -75,8 +75,8 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// | a response frame waited for the transport for the write timeout (the peer stopped reading) | [`Disconnected`](livecount_session::EndReason::Disconnected), no status (nobody reads it) |
 /// | no frame either way for the idle timeout ([`Watched`] only) | `Disconnected`, gRPC `DEADLINE_EXCEEDED` "idle timeout" |
 /// | a request message above the limit ([`Watched`] only) | `Failed`, gRPC `RESOURCE_EXHAUSTED` |
-/// | the request body failed with a stream reset (HTTP/2 `RST_STREAM`, any code: the client cancelled; [`Watched`] only) | `Cancelled` at once, no status (nobody reads it) |
-/// | the request body failed otherwise (the connection died: an I/O error, a `GOAWAY`, a body cut short; [`Watched`] only) | `Disconnected` at once, no status |
+/// | the request body failed with a stream reset `CANCEL` (HTTP/2 `RST_STREAM`: the client cancelled; [`Watched`] only) | `Cancelled` at once, no status (nobody reads it) |
+/// | the request body failed otherwise (the connection or stream broke: an I/O error, a `GOAWAY`, a reset with another code such as a proxy's `INTERNAL_ERROR`, a body cut short; [`Watched`] only) | `Disconnected` at once, no status |
 /// | the tracker is at its cap ([`SessionTracker::with_max_sessions`]) | not started: counted refused; gRPC `RESOURCE_EXHAUSTED`, else 503 with `Retry-After`, the inner service not called |
 ///
 /// A request body that ends cleanly (an HTTP/2 half-close, `END_STREAM`) ends nothing: the

@@ -76,7 +76,8 @@
 //! ```
 //!
 //! With the request body watched (the idle timeout or the message limit on), a client's
-//! stream reset ends its session `Cancelled` and a dead connection `Disconnected` the moment
+//! stream reset `CANCEL` ends its session `Cancelled` and a dead connection (or another
+//! reset code, as a proxy whose client died sends) `Disconnected` the moment
 //! the service reads the failed body, told apart by h2's error (tonic hides a reset `CANCEL`
 //! as a clean end of its stream). In front of a gRPC server, [`GrpcOnlyLayer`] answers
 //! requests that are not gRPC with HTTP 415, as gRPC's HTTP/2 protocol asks and tonic does
@@ -233,7 +234,8 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //!   (grpc-timeout)", not before; JSON, text and a near-miss content type → 415 with
 //!   `grpc-status` 3 and nothing counted ([`GrpcOnlyLayer`]); with the handler reading its
 //!   request and a drop grace far longer than the test waits, a `RST_STREAM(CANCEL)` →
-//!   `Cancelled` and a cut TCP connection → `Disconnected` within 2 s, and 20 clean
+//!   `Cancelled`, a `RST_STREAM(INTERNAL_ERROR)` (Envoy's, for a client it lost) and a cut
+//!   TCP connection → `Disconnected` within 2 s, and 20 clean
 //!   half-closes → `Completed`, never `Cancelled`; 2 000
 //!   concurrent calls on a tracker capped at 50: exactly 50 admitted, never more live, the
 //!   rest `RESOURCE_EXHAUSTED` and counted refused once each.
@@ -320,7 +322,7 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //! request's `grpc-timeout` is read once at `call` into the sweeper's record of it, as the
 //! number of sweeps after which it is over (the earlier of it and the maximum length): no
 //! timer per request. A request body's failure claims the session's end the same way
-//! (`Cancelled` for an h2 reset in the error's sources, else `Disconnected`) from inside
+//! (`Cancelled` for an h2 `CANCEL` reset in the error's sources, else `Disconnected`) from inside
 //! `poll_frame`, before the service sees the error.
 
 #![warn(missing_docs)]

@@ -222,7 +222,7 @@ pub(crate) enum Limit {
     AtCapacity = 5,
     /// The client's `grpc-timeout` passed.
     GrpcTimeout = 6,
-    /// The request body failed with a stream reset (the client cancelled).
+    /// The request body failed with a stream reset `CANCEL` (the client cancelled).
     Reset = 7,
     /// The request body failed with a connection error (the connection died).
     Lost = 8,

@@ -32,9 +32,10 @@ pin_project! {
     ///
     /// An error of the client's body ends the session at once (before the service sees the
     /// error): [`Cancelled`](livecount_session::EndReason::Cancelled) for an HTTP/2 stream
-    /// reset (`RST_STREAM`, any code: the client cancelled),
+    /// reset with `CANCEL` (the code a client cancelling its call sends),
     /// [`Disconnected`](livecount_session::EndReason::Disconnected) for anything else (an I/O
-    /// error, a `GOAWAY`, a body cut short: the connection died), told apart by the error's
+    /// error, a `GOAWAY`, a reset with another code, a body cut short: the connection or
+    /// the stream broke), told apart by the error's
     /// type (h2's error, in the error's source chain). A body that ends cleanly (a
     /// half-close) ends nothing. A service holding the request's
     /// [`EndHandle`](livecount_session::EndHandle) thus knows its request ended cleanly if
@@ -222,16 +223,20 @@ impl<B: fmt::Debug, C: Counter, M> fmt::Debug for RequestBody<B, C, M> {
 /// Why a request body failed, from its error's type (the error itself or any of its
 /// sources: tonic's `Status` wraps hyper's error, which wraps h2's or an I/O error):
 ///
-/// * an HTTP/2 stream reset ([`h2::Error::is_reset`], any code, `CANCEL` among them): the
-///   client cancelled the call, [`Limit::Reset`] (`Cancelled`);
+/// * an HTTP/2 stream reset ([`h2::Error::is_reset`]) with [`h2::Reason::CANCEL`]: the
+///   client cancelled the call (gRPC clients reset with `CANCEL`, and tonic reads it as a
+///   cancel too), [`Limit::Reset`] (`Cancelled`);
 /// * anything else: an I/O error (hyper turns h2's I/O errors into its own, their source
-///   the `io::Error`), a `GOAWAY` ([`h2::Error::is_go_away`]), an HTTP/1.1 body cut short:
-///   the connection died under the request, [`Limit::Lost`] (`Disconnected`).
+///   the `io::Error`), a `GOAWAY` ([`h2::Error::is_go_away`]), a reset with another code, an
+///   HTTP/1.1 body cut short: the connection or the stream broke under the request,
+///   [`Limit::Lost`] (`Disconnected`). A proxy in front resets the upstream stream of a
+///   client whose connection died with such a code: Envoy sends `INTERNAL_ERROR`, so a
+///   cut client behind Envoy counts `Disconnected`, as a cut direct connection does.
 fn failure(error: &(dyn Error + 'static)) -> Limit {
     let mut source = Some(error);
     while let Some(error) = source {
         if let Some(h2) = error.downcast_ref::<h2::Error>() {
-            return if h2.is_reset() {
+            return if h2.is_reset() && h2.reason() == Some(h2::Reason::CANCEL) {
                 Limit::Reset
             } else {
                 Limit::Lost

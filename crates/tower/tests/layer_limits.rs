@@ -554,6 +554,18 @@ async fn a_reset_while_the_handler_reads_is_cancelled_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_with_another_code_is_a_broken_stream_disconnected() {
+    // What Envoy sends upstream when its client's connection dies.
+    let tracker = SessionTracker::new();
+    let (addr, _server) = serve!(watched(&tracker));
+    let mut h2 = raw_h2(addr, 65_535).await;
+    let (_body, mut request) = echoing(&mut h2, false).await;
+    request.send_reset(h2::Reason::INTERNAL_ERROR);
+    ended_at_once(&tracker).await;
+    settled(&tracker, 1, &[(EndReason::Disconnected, 1)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_cut_while_the_handler_reads_is_disconnected() {
     let tracker = SessionTracker::new();
     let (addr, _server) = serve!(watched(&tracker));
