@@ -235,10 +235,12 @@ async fn client(config: &DriveConfig, i: u64, tally: &Tally) {
     }
 }
 
-/// `GET /load` on `addr` with a bare HTTP/1.0 request (no client library needed).
+/// `GET /load` on `addr` (a `host:port`) with `livecount_tower::HttpLoadSource`, the one
+/// `/load` client: the whole report as JSON, or `None` if it could not be had within 2 s.
 pub async fn fetch_load(addr: &str) -> Option<serde_json::Value> {
-    let (_, body) = http_get(addr, "/load").await?;
-    serde_json::from_str(&body).ok()
+    let addr = tokio::net::lookup_host(addr).await.ok()?.next()?;
+    let source = livecount_tower::HttpLoadSource::new(addr, Duration::from_secs(2));
+    serde_json::to_value(source.fetch_report().await.ok()?).ok()
 }
 
 /// `GET path` on `addr` with a bare HTTP/1.0 request: the status and the body, or `None`

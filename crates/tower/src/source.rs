@@ -133,9 +133,33 @@ impl HttpLoadSource {
         self
     }
 
+    /// Fetches the backend's whole report once, now (no pacing), bounded by the timeout: the
+    /// same exchange a poll makes, for a tool that wants every field (a dashboard, a test).
+    ///
+    /// ```no_run
+    /// # async fn run() -> std::io::Result<()> {
+    /// use std::time::Duration;
+    /// let source = livecount_tower::HttpLoadSource::new("10.0.0.1:9000".parse().unwrap(), Duration::from_secs(1));
+    /// let served = source.fetch_report().await?;
+    /// println!("{} open, {} ms old", served.report.active, served.age_ms);
+    /// # Ok(()) }
+    /// ```
+    pub async fn fetch_report(&self) -> io::Result<ServedReport> {
+        tokio::time::timeout(self.timeout, self.exchange())
+            .await
+            .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
+    }
+
     /// One poll, unbounded in time (the caller bounds it): connect, one exchange, the
     /// body decoded.
     async fn fetch(&self) -> io::Result<BackendLoad> {
+        self.exchange()
+            .await
+            .map(|served| BackendLoad::from(&served))
+    }
+
+    /// Connect, one exchange, the body decoded; unbounded in time.
+    async fn exchange(&self) -> io::Result<ServedReport> {
         let request = Request::get(self.path.as_str())
             .header(HOST, self.addr.to_string())
             .header(ACCEPT, "application/json")
@@ -159,8 +183,7 @@ impl HttpLoadSource {
                 .await
                 .map_err(body_error)?
                 .to_bytes();
-            let served: ServedReport = serde_json::from_slice(&body)?;
-            Ok(BackendLoad::from(&served))
+            Ok(serde_json::from_slice::<ServedReport>(&body)?)
         };
         alongside(connection, exchange).await
     }
