@@ -311,41 +311,6 @@ fn frame(f: Client) -> pb::ClientFrame {
     pb::ClientFrame { frame: Some(f) }
 }
 
-/// A session opened straight on a backend (not through Envoy), held until `close`.
-struct Direct {
-    tx: mpsc::Sender<pb::ClientFrame>,
-    response: Streaming<pb::ServerFrame>,
-}
-
-impl Direct {
-    /// Opens a session on `grpc` and runs one turn (speak 3, read to `done`).
-    async fn open(grpc: u16) -> Direct {
-        let ch = channel(SocketAddr::from(([127, 0, 0, 1], grpc))).await;
-        let (tx, mut rx) = mpsc::channel(16);
-        let requests = stream::poll_fn(move |cx| rx.poll_recv(cx));
-        let mut client = AgentClient::new(ch);
-        let opened = tokio::time::timeout(STEP, client.converse(requests));
-        let mut response = opened.await.expect("opened in 10 s").unwrap().into_inner();
-        tx.send(frame(Client::Speak(pb::Speak { chunks: 3 })))
-            .await
-            .unwrap();
-        loop {
-            match next(&mut response).await.unwrap() {
-                Ok(Some(Server::Chunk(_))) => {}
-                Ok(Some(Server::Done(_))) => break,
-                other => panic!("warm-up session: {other:?}"),
-            }
-        }
-        Direct { tx, response }
-    }
-
-    /// `bye`, and the call's OK end.
-    async fn close(mut self) {
-        self.tx.send(frame(Client::Bye(pb::Bye {}))).await.unwrap();
-        assert!(matches!(next(&mut self.response).await, Ok(Ok(None))));
-    }
-}
-
 /// One client's session, as the client saw it end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ending {
@@ -510,10 +475,7 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
     // tens or hundreds of sessions: without this, the first cold backend whose loaded
     // report Envoy applies takes every new session for up to a report period (see
     // docs/lb/envoy.md). Loaded means more than 10 sessions of headroom (10 000 units).
-    let mut warm = Vec::new();
-    for i in (0..fleet.backends.len()).filter(|&i| i != fleet.hot) {
-        warm.push(Direct::open(fleet.backends[i].grpc).await);
-    }
+    let warm = fleet.warm_cold_backends().await;
     let start = Instant::now();
     loop {
         let view = hosts(&envoy, &fleet).await.unwrap_or_default();

@@ -489,3 +489,88 @@ fn plot(path: &std::path::Path, title: &str, names: &[String], samples: &[Sample
     }
     root.present().unwrap();
 }
+
+// === warm-up sessions ===
+
+/// A session opened straight on one backend (not through the balancer) and held: one per
+/// cold backend before a wave. An idle agent advertises only its capacity model's prior
+/// (about 2 sessions of headroom), and its first session raises that to tens or hundreds;
+/// without a session on each cold backend, whichever cold backend's loaded report the
+/// balancer applies first takes most of the wave for up to a report period, and the cold
+/// split measures that race rather than the balancing (see `docs/lb/envoy.md`).
+pub(crate) struct WarmSession {
+    tx: tokio::sync::mpsc::Sender<pb::ClientFrame>,
+    response: tonic::Streaming<pb::ServerFrame>,
+}
+
+use livecount_server::generated::livecount::agent::v1 as pb;
+
+/// The longest one step of a warm-up session may take.
+const WARM_STEP: Duration = Duration::from_secs(10);
+
+impl WarmSession {
+    /// Opens a session on the backend's gRPC port and runs one turn (speak 3, read to
+    /// `done`), so the backend has measured what a session costs.
+    pub(crate) async fn open(grpc: u16) -> WarmSession {
+        use pb::client_frame::Frame as Client;
+        use pb::server_frame::Frame as Server;
+        let endpoint =
+            tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{grpc}")).unwrap();
+        let ch = tokio::time::timeout(WARM_STEP, endpoint.connect())
+            .await
+            .expect("connect within 10 s")
+            .expect("connect");
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let requests = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let mut client = pb::agent_client::AgentClient::new(ch);
+        let opened = tokio::time::timeout(WARM_STEP, client.converse(requests));
+        let mut response = opened.await.expect("opened in 10 s").unwrap().into_inner();
+        let speak = Client::Speak(pb::Speak { chunks: 3 });
+        tx.send(pb::ClientFrame { frame: Some(speak) })
+            .await
+            .unwrap();
+        loop {
+            let frame = tokio::time::timeout(WARM_STEP, response.message()).await;
+            match frame
+                .expect("a frame within 10 s")
+                .unwrap()
+                .and_then(|f| f.frame)
+            {
+                Some(Server::Chunk(_)) => {}
+                Some(Server::Done(_)) => break,
+                other => panic!("warm-up session: {other:?}"),
+            }
+        }
+        WarmSession { tx, response }
+    }
+
+    /// `bye`, and the call's OK end.
+    pub(crate) async fn close(mut self) {
+        let bye = pb::client_frame::Frame::Bye(pb::Bye {});
+        self.tx
+            .send(pb::ClientFrame { frame: Some(bye) })
+            .await
+            .unwrap();
+        let end = tokio::time::timeout(WARM_STEP, self.response.message()).await;
+        assert!(
+            matches!(end, Ok(Ok(None))),
+            "the warm-up session's end: {end:?}"
+        );
+    }
+}
+
+impl Fleet {
+    /// One [`WarmSession`] on each cold backend.
+    pub(crate) async fn warm_cold_backends(&self) -> Vec<WarmSession> {
+        let mut warm = Vec::new();
+        for (_, b) in self
+            .backends
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != self.hot)
+        {
+            warm.push(WarmSession::open(b.grpc).await);
+        }
+        warm
+    }
+}
