@@ -100,6 +100,9 @@ mod tests {
 
     fn full() -> LoadReport {
         let mut r = LoadReport::empty("b1");
+        // A fixed stamp: `empty` reads the wall clock, and two reports built a tick apart
+        // must still compare equal.
+        r.taken_at_unix_ms = 1_796_000_000_000;
         (r.sequence, r.active, r.listening, r.generating) = (9, 5, 3, 2);
         (r.started, r.ended, r.rejected) = (12, 7, 1);
         r.ended_by_reason.insert("completed".into(), 7);
