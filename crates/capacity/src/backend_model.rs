@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::estimate::cost_above_idle;
+use crate::estimate::cost_of;
 use crate::{CapacityConfig, Estimate, Freshness, sanitize_utilisation};
 
 /// The last accepted report of a backend.
@@ -11,6 +11,15 @@ struct Snapshot {
     at: Duration,
     active: u64,
     utilisation: f64,
+}
+
+/// The cost per session being learned: EWMAs (α = `cost_alpha`) of the raw utilisation
+/// and of the session count over the reports that had sessions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct CostAverage {
+    at: Duration,
+    utilisation: f64,
+    sessions: f64,
 }
 
 /// What the balancer remembers about one backend.
@@ -27,6 +36,12 @@ struct Snapshot {
 ///   `stale_half_life`; its capacity never exceeds what the snapshot gave while fresh.
 /// * **Slow start**: the weight (not the capacity) ramps linearly from 0 to full over
 ///   `slow_start` after `first_seen`, so a new backend is not flooded on its first report.
+/// * **Learned cost**: the cost per session is `(ū − idle) ÷ (n̄ / w)`, where ū and n̄ are
+///   EWMAs with α = [`cost_alpha`](CapacityConfig::cost_alpha) of the raw utilisation and
+///   the session count over the reports that had sessions. A few sessions' bursts (a
+///   report in which three of ten happened to speak) then do not swing the headroom, and
+///   the utilisation and the count it is divided by are averaged over the same reports.
+///   The spare capacity `t − u` still uses the fast-smoothed utilisation.
 ///
 /// ```
 /// use std::time::Duration;
@@ -50,6 +65,7 @@ pub struct BackendModel {
     first_seen: Duration,
     last: Option<Snapshot>,
     idle: Option<f64>,
+    cost: Option<CostAverage>,
 }
 
 impl BackendModel {
@@ -70,6 +86,7 @@ impl BackendModel {
             first_seen,
             last: None,
             idle: None,
+            cost: None,
         }
     }
 
@@ -83,14 +100,27 @@ impl BackendModel {
         let u = sanitize_utilisation(utilisation);
         if active == 0 {
             self.idle = Some(self.idle.map_or(u, |idle| idle.min(u)));
+        } else {
+            let n = active as f64;
+            self.cost = Some(match self.cost {
+                Some(prev) => {
+                    let a = ewma_weight(config, config.cost_alpha(), prev.at, at);
+                    CostAverage {
+                        at: at.max(prev.at),
+                        utilisation: a * u + (1.0 - a) * prev.utilisation,
+                        sessions: a * n + (1.0 - a) * prev.sessions,
+                    }
+                }
+                None => CostAverage {
+                    at,
+                    utilisation: u,
+                    sessions: n,
+                },
+            });
         }
         let utilisation = match self.last {
             Some(prev) if at.saturating_sub(prev.at) <= config.stale_ttl() => {
-                // α per report interval, scaled to the real gap: after a lost report the
-                // new one weighs as much as two on time would, 1 − (1 − α)².
-                let gap = at.saturating_sub(prev.at).as_secs_f64();
-                let intervals = gap / config.report_interval().as_secs_f64();
-                let a = 1.0 - (1.0 - config.ewma_alpha()).powf(intervals);
+                let a = ewma_weight(config, config.ewma_alpha(), prev.at, at);
                 a * u + (1.0 - a) * prev.utilisation
             }
             _ => u,
@@ -107,12 +137,12 @@ impl BackendModel {
         self.idle
     }
 
-    /// The cost per session of the last report, above the idle baseline (what a fleet-mean
-    /// prior averages); `None` before a report or when the cost is undefined.
+    /// The learned cost per session, above the idle baseline (what a fleet-mean prior
+    /// averages); `None` before a report with sessions or when the cost is undefined.
     pub fn cost_per_session(&self, config: &CapacityConfig) -> Option<f64> {
-        let snap = self.last?;
+        let learned = self.cost?;
         let idle = self.idle.unwrap_or(0.0);
-        cost_above_idle(snap.active, snap.utilisation, idle, config.window())
+        cost_of(learned.sessions, learned.utilisation, idle, config.window())
     }
 
     /// The smoothed utilisation of the last report, if any.
@@ -130,9 +160,9 @@ impl BackendModel {
         let Some(snap) = self.last else {
             return Estimate::no_report();
         };
-        let idle = self.idle.unwrap_or(0.0);
+        let cost = self.cost_per_session(config);
         let fresh =
-            Estimate::compute_above_idle(config, snap.active, snap.utilisation, idle, prior_cost);
+            Estimate::compute_with_cost(config, snap.active, snap.utilisation, cost, prior_cost);
         let age = now.saturating_sub(snap.at);
         let mut estimate = if age <= config.stale_ttl() {
             fresh
@@ -155,6 +185,15 @@ impl BackendModel {
         }
         (now.saturating_sub(self.first_seen).as_secs_f64() / period).clamp(0.0, 1.0)
     }
+}
+
+/// The weight of a new report in an EWMA with factor `alpha` per report interval, scaled
+/// to the real gap from `prev` to `at`: after a lost report the new one weighs as much as
+/// two on time would, 1 − (1 − α)².
+fn ewma_weight(config: &CapacityConfig, alpha: f64, prev: Duration, at: Duration) -> f64 {
+    let gap = at.saturating_sub(prev).as_secs_f64();
+    let intervals = gap / config.report_interval().as_secs_f64();
+    1.0 - (1.0 - alpha).powf(intervals)
 }
 
 #[cfg(test)]

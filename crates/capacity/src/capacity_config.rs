@@ -35,13 +35,20 @@ pub struct CapacityConfig {
     stale_half_life: Duration,
     slow_start: Duration,
     ewma_alpha: f64,
+    cost_alpha: f64,
     prior_cost: f64,
 }
+
+/// Default [`CapacityConfigBuilder::cost_alpha`]: the cost per session is learned over
+/// about ten reports (a time constant of ~10 report intervals), because it is a property
+/// of the workload, while the utilisation it is charged against moves report by report.
+pub const DEFAULT_COST_ALPHA: f64 = 0.1;
 
 impl CapacityConfig {
     /// A configuration with the four core parameters and defaults for the rest: stale TTL
     /// 3 × `report_interval`, stale half-life 1 × `report_interval`, slow start 1 ×
-    /// `report_interval`, EWMA α 0.5, prior cost [`DEFAULT_PRIOR_COST`].
+    /// `report_interval`, EWMA α 0.5, cost α [`DEFAULT_COST_ALPHA`], prior cost
+    /// [`DEFAULT_PRIOR_COST`].
     ///
     /// ```
     /// use std::time::Duration;
@@ -123,6 +130,14 @@ impl CapacityConfig {
         self.ewma_alpha
     }
 
+    /// EWMA factor α per report interval of the learned cost per session (see
+    /// [`BackendModel`](crate::BackendModel)): the cost is the smoothed busy utilisation
+    /// over the smoothed session count, both averaged with this α over the reports that
+    /// had sessions.
+    pub fn cost_alpha(&self) -> f64 {
+        self.cost_alpha
+    }
+
     /// Prior cost per session used when none is passed in and a backend's own is undefined.
     pub fn prior_cost(&self) -> f64 {
         self.prior_cost
@@ -149,6 +164,7 @@ pub struct CapacityConfigBuilder {
     stale_half_life: Option<Duration>,
     slow_start: Option<Duration>,
     ewma_alpha: f64,
+    cost_alpha: f64,
     prior_cost: f64,
 }
 
@@ -163,6 +179,7 @@ impl Default for CapacityConfigBuilder {
             stale_half_life: None,
             slow_start: None,
             ewma_alpha: 0.5,
+            cost_alpha: DEFAULT_COST_ALPHA,
             prior_cost: DEFAULT_PRIOR_COST,
         }
     }
@@ -217,6 +234,16 @@ impl CapacityConfigBuilder {
         self
     }
 
+    /// Sets the EWMA factor α per report interval of the learned cost per session;
+    /// allowed (0, 1]; default [`DEFAULT_COST_ALPHA`]. 1 charges each report's busy
+    /// utilisation to its own session count (no averaging); smaller values average the
+    /// cost over more reports, so the burstiness of a few sessions does not swing the
+    /// headroom (and the weight a balancer reads) report by report.
+    pub fn cost_alpha(mut self, alpha: f64) -> Self {
+        self.cost_alpha = alpha;
+        self
+    }
+
     /// Sets the default prior cost; allowed [1e-9, 1e9].
     pub fn prior_cost(mut self, cost: f64) -> Self {
         self.prior_cost = cost;
@@ -262,6 +289,9 @@ impl CapacityConfigBuilder {
         if !(self.ewma_alpha > 0.0 && self.ewma_alpha <= 1.0) {
             return Err(ConfigError::new("ewma_alpha", self.ewma_alpha, "(0, 1]"));
         }
+        if !(self.cost_alpha > 0.0 && self.cost_alpha <= 1.0) {
+            return Err(ConfigError::new("cost_alpha", self.cost_alpha, "(0, 1]"));
+        }
         if !(self.prior_cost >= 1e-9 && self.prior_cost <= 1e9) {
             return Err(ConfigError::new(
                 "prior_cost",
@@ -278,6 +308,7 @@ impl CapacityConfigBuilder {
             stale_half_life,
             slow_start: self.slow_start.unwrap_or(r),
             ewma_alpha: self.ewma_alpha,
+            cost_alpha: self.cost_alpha,
             prior_cost: self.prior_cost,
         })
     }

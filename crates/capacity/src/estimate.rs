@@ -135,7 +135,23 @@ impl Estimate {
         prior_cost: Option<f64>,
     ) -> Self {
         let u = sanitize_utilisation(utilisation);
-        let cost = cost_above_idle(active, u, idle_utilisation, config.window())
+        let cost = cost_above_idle(active, u, idle_utilisation, config.window());
+        Self::compute_with_cost(config, active, u, cost, prior_cost)
+    }
+
+    /// The fresh estimate for `active` sessions at `utilisation` with a cost per session
+    /// learned elsewhere (`cost`; `None` or not positive and finite: the prior, as in
+    /// [`compute`](Self::compute)).
+    pub(crate) fn compute_with_cost(
+        config: &CapacityConfig,
+        active: u64,
+        utilisation: f64,
+        cost: Option<f64>,
+        prior_cost: Option<f64>,
+    ) -> Self {
+        let u = sanitize_utilisation(utilisation);
+        let cost = cost
+            .filter(|c| c.is_finite() && *c > 0.0)
             .unwrap_or_else(|| effective_prior(config, prior_cost));
         let rate = additional_session_rate(config, u, cost);
         let headroom = clamp_headroom(rate * config.report_interval().as_secs_f64());
@@ -210,6 +226,25 @@ pub(crate) fn cost_above_idle(active: u64, u: f64, idle: f64, window: Duration) 
         0.0
     };
     cost_per_session(active, u - idle, window)
+}
+
+/// [`cost_above_idle`] for a fractional (averaged) session count `sessions`.
+pub(crate) fn cost_of(sessions: f64, u: f64, idle: f64, window: Duration) -> Option<f64> {
+    let u = sanitize_utilisation(u);
+    let idle = if idle.is_finite() {
+        idle.clamp(0.0, u)
+    } else {
+        0.0
+    };
+    let busy = u - idle;
+    let w = window.as_secs_f64();
+    let cost = busy * w / sessions;
+    (busy >= MIN_MEASURABLE_UTILISATION
+        && sessions > 0.0
+        && w > 0.0
+        && cost.is_finite()
+        && cost > 0.0)
+        .then_some(cost)
 }
 
 /// additional_session_rate = max(0, t − u) / cost / k, in sessions per second.

@@ -77,7 +77,9 @@ mod config_error;
 mod estimate;
 
 pub use backend_model::BackendModel;
-pub use capacity_config::{CapacityConfig, CapacityConfigBuilder, DEFAULT_PRIOR_COST};
+pub use capacity_config::{
+    CapacityConfig, CapacityConfigBuilder, DEFAULT_COST_ALPHA, DEFAULT_PRIOR_COST,
+};
 pub use config_error::ConfigError;
 pub use estimate::{
     Estimate, Freshness, MAX_HEADROOM, MIN_MEASURABLE_UTILISATION, additional_session_rate,

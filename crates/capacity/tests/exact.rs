@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use livecount_capacity::{
-    BackendModel, CapacityConfig, DEFAULT_PRIOR_COST, Estimate, Freshness,
+    BackendModel, CapacityConfig, DEFAULT_COST_ALPHA, DEFAULT_PRIOR_COST, Estimate, Freshness,
     MIN_MEASURABLE_UTILISATION, additional_session_rate, cost_per_session, pretend_qps,
 };
 
@@ -125,10 +125,12 @@ fn the_builder_keeps_every_field_it_was_given() {
         .stale_half_life(secs(4))
         .slow_start(secs(9))
         .ewma_alpha(0.25)
+        .cost_alpha(0.75)
         .prior_cost(0.3)
         .build()
         .expect("valid");
     assert_eq!(c.target_utilisation(), 0.7);
+    assert_eq!(c.cost_alpha(), 0.75);
     assert_eq!(c.safety_scaler(), 3.0);
     assert_eq!(c.window(), secs(5));
     assert_eq!(c.report_interval(), secs(2));
@@ -141,6 +143,7 @@ fn the_builder_keeps_every_field_it_was_given() {
     let reordered = CapacityConfig::builder()
         .slow_start(secs(9))
         .prior_cost(0.3)
+        .cost_alpha(0.75)
         .ewma_alpha(0.25)
         .stale_half_life(secs(4))
         .stale_ttl(secs(7))
@@ -161,7 +164,11 @@ fn the_builder_keeps_every_field_it_was_given() {
         (d.stale_ttl(), d.stale_half_life(), d.slow_start()),
         (secs(30), secs(10), secs(10))
     );
-    assert_eq!((d.ewma_alpha(), d.prior_cost()), (0.5, DEFAULT_PRIOR_COST));
+    assert_eq!(
+        (d.ewma_alpha(), d.cost_alpha(), d.prior_cost()),
+        (0.5, DEFAULT_COST_ALPHA, DEFAULT_PRIOR_COST)
+    );
+    assert_eq!(DEFAULT_COST_ALPHA, 0.1);
 }
 
 #[test]
@@ -175,6 +182,16 @@ fn ewma_alpha_and_prior_cost_out_of_range_are_refused_with_their_ranges() {
     }
     for alpha in [1.0, 0.5, 1e-6] {
         assert!(CapacityConfig::builder().ewma_alpha(alpha).build().is_ok());
+    }
+    for alpha in [0.0, -0.5, 1.5, f64::NAN, f64::INFINITY] {
+        let err = CapacityConfig::builder()
+            .cost_alpha(alpha)
+            .build()
+            .expect_err("out of range");
+        assert_eq!((err.field(), err.allowed()), ("cost_alpha", "(0, 1]"));
+    }
+    for alpha in [1.0, 0.1, 1e-6] {
+        assert!(CapacityConfig::builder().cost_alpha(alpha).build().is_ok());
     }
     for prior in [0.0, 1e-10, -1.0, 2e9, f64::INFINITY, f64::NAN] {
         let err = CapacityConfig::builder()
@@ -195,4 +212,89 @@ fn ewma_alpha_and_prior_cost_out_of_range_are_refused_with_their_ranges() {
         err.to_string().contains("(0, 1]"),
         "the message names the range: {err}"
     );
+}
+
+/// Ten sessions whose busy utilisation alternates 0.02 / 0.18 report by report (three of
+/// them happened to speak, then all of them): the learned cost averages the bursts, so the
+/// headroom a balancer reads stays within a few percent, where charging each report to
+/// itself (α = 1) swings it by 9× (issue 23: the cold backends' weights).
+#[test]
+fn the_learned_cost_averages_bursts_that_a_per_report_cost_follows() {
+    let base = CapacityConfig::builder()
+        .report_interval(secs(1))
+        .window(secs(1));
+    let spread = |alpha: f64| {
+        let c = base.cost_alpha(alpha).build().unwrap();
+        let mut b = BackendModel::new(Duration::ZERO);
+        let mut seen = Vec::new();
+        for i in 0..200u64 {
+            let u = if i % 2 == 0 { 0.02 } else { 0.18 };
+            b.report(&c, secs(i), 10, u);
+            if i >= 100 {
+                seen.push(b.cost_per_session(&c).unwrap());
+            }
+        }
+        let (lo, hi) = seen
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        (lo, hi)
+    };
+    let (lo, hi) = spread(DEFAULT_COST_ALPHA);
+    assert!(hi / lo < 1.2, "averaged: {lo}..{hi}");
+    // The mean busy utilisation is 0.10 over 10 sessions and a 1 s window: 0.01 each.
+    assert!(
+        (lo - 0.01).abs() < 0.002 && (hi - 0.01).abs() < 0.002,
+        "{lo}..{hi}"
+    );
+    let (lo, hi) = spread(1.0);
+    assert!(
+        (lo - 0.002).abs() < 1e-12 && (hi - 0.018).abs() < 1e-12,
+        "{lo}..{hi}"
+    );
+}
+
+/// The cost is learned from the reports that had sessions only, and averaged over the
+/// same reports in its numerator and denominator: 10 sessions at 0.2 then 30 at 0.6 is
+/// 0.02 a session throughout, whatever α.
+#[test]
+fn the_learned_cost_divides_averaged_load_by_averaged_sessions() {
+    let c = CapacityConfig::builder()
+        .report_interval(secs(1))
+        .window(secs(1))
+        .cost_alpha(0.5)
+        .build()
+        .unwrap();
+    let mut b = BackendModel::new(Duration::ZERO);
+    assert_eq!(b.cost_per_session(&c), None);
+    b.report(&c, secs(0), 0, 0.0);
+    assert_eq!(b.cost_per_session(&c), None, "no sessions: no cost");
+    b.report(&c, secs(1), 10, 0.2);
+    assert!((b.cost_per_session(&c).unwrap() - 0.02).abs() < 1e-12);
+    b.report(&c, secs(2), 30, 0.6);
+    // ū = 0.4, n̄ = 20: 0.02, where u ÷ n of the averaged u and the new n would be 0.0133.
+    assert!((b.cost_per_session(&c).unwrap() - 0.02).abs() < 1e-12);
+    b.report(&c, secs(3), 0, 0.0);
+    assert!(
+        (b.cost_per_session(&c).unwrap() - 0.02).abs() < 1e-12,
+        "an empty report teaches the idle baseline, not the cost"
+    );
+    // The headroom is (t − u) ÷ cost ÷ k × r with the fast-smoothed u (α 0.5 over 0, 0.2,
+    // 0.6, 0: 0.175), so (0.8 − 0.175) ÷ 0.02 ÷ 2 × 1 = 15.625.
+    let e = b.estimate(&c, secs(3), None);
+    assert!((e.headroom - 15.625).abs() < 1e-9, "{e:?}");
+}
+
+/// A gap of g report intervals weighs the new report 1 − (1 − α)^g in the cost too.
+#[test]
+fn a_lost_report_weighs_the_next_one_more_in_the_cost() {
+    let c = CapacityConfig::builder()
+        .report_interval(secs(1))
+        .window(secs(1))
+        .cost_alpha(0.5)
+        .build()
+        .unwrap();
+    let mut b = BackendModel::new(Duration::ZERO);
+    b.report(&c, secs(0), 10, 0.1);
+    b.report(&c, secs(2), 10, 0.5); // weight 1 − 0.5² = 0.75: ū = 0.4
+    assert!((b.cost_per_session(&c).unwrap() - 0.04).abs() < 1e-12);
 }

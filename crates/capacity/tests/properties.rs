@@ -212,3 +212,48 @@ fn each_bad_field_is_named() {
         assert_eq!(result.unwrap_err().field(), field);
     }
 }
+
+proptest! {
+    /// The learned cost against a plain reference: two EWMAs over the reports with sessions,
+    /// each new report weighted 1 − (1 − α)^(gap / r), the idle baseline the smallest
+    /// utilisation of an empty report.
+    #[test]
+    fn learned_cost_matches_a_reference(
+        alpha in 0.01..=1.0f64,
+        reports in proptest::collection::vec((0u64..3_000, 0u64..50, 0.0..=1.0f64), 1..40),
+    ) {
+        let r = Duration::from_millis(500);
+        let c = CapacityConfig::builder()
+            .report_interval(r)
+            .window(Duration::from_secs(1))
+            .cost_alpha(alpha)
+            .build()
+            .unwrap();
+        let mut b = BackendModel::new(Duration::ZERO);
+        let (mut at, mut idle, mut avg) = (0u64, None::<f64>, None::<(u64, f64, f64)>);
+        for (gap_ms, n, u) in reports {
+            at += gap_ms;
+            b.report(&c, Duration::from_millis(at), n, u);
+            if n == 0 {
+                idle = Some(idle.map_or(u, |i: f64| i.min(u)));
+            } else {
+                avg = Some(match avg {
+                    None => (at, u, n as f64),
+                    Some((prev, au, an)) => {
+                        let g = (at - prev) as f64 / 500.0;
+                        let a = 1.0 - (1.0 - alpha).powf(g);
+                        (at, a * u + (1.0 - a) * au, a * n as f64 + (1.0 - a) * an)
+                    }
+                });
+            }
+            let expected = avg.and_then(|(_, au, an)| {
+                let busy = au - idle.unwrap_or(0.0).min(au);
+                (busy >= MIN_MEASURABLE_UTILISATION).then_some(busy * 1.0 / an)
+            });
+            match (b.cost_per_session(&c), expected) {
+                (Some(got), Some(want)) => prop_assert!((got - want).abs() <= 1e-9 * want.max(1e-9), "{got} vs {want}"),
+                (got, want) => prop_assert_eq!(got, want),
+            }
+        }
+    }
+}
