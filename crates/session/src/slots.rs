@@ -264,7 +264,7 @@ impl<C: Counter, M> Shared<C, M> {
         }
     }
 
-    /// Starts a session: admits it (a capped tracker), takes a free slot, fills it, counts
+    /// Starts a session: refuses it while draining, admits it (a capped tracker), takes a free slot, fills it, counts
     /// and publishes it. No session is counted on an error (a refusal at the cap is).
     #[inline]
     pub(crate) fn start(
@@ -273,6 +273,10 @@ impl<C: Counter, M> Shared<C, M> {
     ) -> Result<NonNull<Slot<C, M>>, StartError> {
         // SAFETY: the caller holds a tracker handle, so the state is alive.
         let shared = unsafe { this.as_ref() };
+        if shared.tally.is_draining() {
+            shared.tally.note_refused();
+            return Err(StartError::Draining);
+        }
         if let Some(cap) = &shared.tally.cap
             && !cap.admit()
         {

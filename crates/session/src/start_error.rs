@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-/// Why a session could not be started. No session was counted (a refusal at the cap is
-/// counted as one).
+/// Why a session could not be started. No session was counted (a refusal at the cap or
+/// while draining is counted as one).
 ///
 /// ```
 /// use livecount_session::{SessionTracker, StartError};
@@ -21,6 +21,7 @@ use std::fmt;
 ///     "session table full: 2147483616 slots in use"
 /// );
 /// assert_eq!(StartError::AtCapacity { max: 50 }.to_string(), "at capacity: 50 live sessions");
+/// assert_eq!(StartError::Draining.to_string(), "draining: the server is shutting down");
 /// ```
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -36,6 +37,10 @@ pub enum StartError {
         /// The tracker's cap.
         max: u64,
     },
+    /// The tracker drains ([`SessionTracker::begin_drain`](crate::SessionTracker::begin_drain)):
+    /// the service should send the client elsewhere (HTTP 503 with `Retry-After`, gRPC
+    /// `UNAVAILABLE`). Counted in [`Snapshot::refused`](crate::Snapshot::refused).
+    Draining,
 }
 
 impl fmt::Display for StartError {
@@ -43,6 +48,7 @@ impl fmt::Display for StartError {
         match self {
             StartError::Full => f.write_str("session table full: 2147483616 slots in use"),
             StartError::AtCapacity { max } => write!(f, "at capacity: {max} live sessions"),
+            StartError::Draining => f.write_str("draining: the server is shutting down"),
         }
     }
 }

@@ -17,7 +17,7 @@
 
 #[cfg(not(livecount_loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicU64, Ordering, fence};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
     pub(crate) use std::sync::{Mutex, MutexGuard};
 
     /// One waker slot: the last registered waker, taken and woken by `wake`.
@@ -69,7 +69,7 @@ mod imp {
 #[cfg(livecount_loom)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering, fence};
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
     pub(crate) use loom::sync::{Mutex, MutexGuard};
 
     /// loom's model of a waker slot, with the production shim's method names.

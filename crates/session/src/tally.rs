@@ -7,7 +7,9 @@ use livecount::PerThread;
 
 use crate::cap::Cap;
 use crate::reason::{ByReason, EndReason};
-use crate::sync::{AtomicU64, Ordering, fence};
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
 
 /// Monotone end counts: one [`PerThread`] counter per reason, never decremented.
 ///
@@ -79,6 +81,9 @@ pub(crate) struct Tally<C> {
     /// Sessions refused before they started: at the cap, or by the service
     /// ([`note_refused`](crate::SessionTracker::note_refused)). Bumped only on a refusal.
     pub(crate) refused: AtomicU64,
+    /// Set once by [`begin_drain`](crate::SessionTracker::begin_drain), never cleared: every
+    /// start reads it, so it has a line of its own that nothing else writes.
+    pub(crate) draining: CachePadded<AtomicBool>,
 }
 
 /// One coherent read of a [`Tally`].
@@ -100,7 +105,24 @@ impl<C: Counter> Tally<C> {
             reasons: ReasonTally::new(),
             cap,
             refused: AtomicU64::new(0),
+            draining: CachePadded::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Whether the tracker refuses new sessions because it drains.
+    #[inline]
+    pub(crate) fn is_draining(&self) -> bool {
+        // Relaxed: a flag set once. A start that happens after `begin_drain` (through any
+        // synchronisation: a socket, a channel) reads it set, by coherence; a start racing
+        // it may be admitted, and is then a session like any other, ended by its owner or
+        // by the `end_all` at the end of the drain.
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Sets the draining flag; `true` if this call set it.
+    pub(crate) fn begin_drain(&self) -> bool {
+        // Relaxed: see `is_draining`.
+        !self.draining.swap(true, Ordering::Relaxed)
     }
 
     /// Counts one refusal.

@@ -199,6 +199,39 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
         self.shared().tally.note_refused();
     }
 
+    /// Starts the drain: from now on every start is refused with [`StartError::Draining`]
+    /// (counted in [`Snapshot::refused`], never as a session), while the sessions already
+    /// open go on until they end; `true` if this call started it (a second call changes
+    /// nothing). A drain is not undone: a tracker that drains belongs to a process on its
+    /// way out. At the drain's deadline, [`end_all`](SessionTracker::end_all) ends the
+    /// sessions still open ([`EndReason::Shutdown`]).
+    ///
+    /// A start that races the call may still be admitted (it read the flag just before);
+    /// a start that happens after it returns (through a socket, a channel, a lock) is
+    /// refused. The flag has a cache line of its own that only this call writes, so the
+    /// check costs every start one read of a line all threads share unmodified.
+    ///
+    /// ```
+    /// use livecount_session::{EndReason, SessionTracker, StartError};
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let open = tracker.start();
+    /// assert!(tracker.begin_drain() && tracker.is_draining());
+    /// assert_eq!(tracker.try_start().unwrap_err(), StartError::Draining);
+    /// assert!(!tracker.begin_drain(), "already draining");
+    /// assert!(open.end(EndReason::Completed), "open sessions go on and end their own way");
+    /// let s = tracker.snapshot();
+    /// assert_eq!((s.started, s.ended, s.refused), (1, 1, 1));
+    /// ```
+    pub fn begin_drain(&self) -> bool {
+        self.shared().tally.begin_drain()
+    }
+
+    /// Whether [`begin_drain`](SessionTracker::begin_drain) was called.
+    pub fn is_draining(&self) -> bool {
+        self.shared().tally.is_draining()
+    }
+
     fn shared(&self) -> &Shared<C, M> {
         // SAFETY: this handle keeps the tracker state alive.
         unsafe { self.shared.as_ref() }

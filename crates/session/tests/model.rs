@@ -2,7 +2,7 @@
 //! touch / end (by the guard, a handle, or the id — also the id of a session long gone, whose
 //! slot a later start may have reused) / clone-handle / drop / forget / advance-the-clock /
 //! reap / snapshot, run against the tracker and against a plain model, for every counter,
-//! uncapped and capped at 0 to 5 live sessions (a start past the cap is refused and counted).
+//! uncapped and capped at 0 to 5 live sessions (a start past the cap, or once draining, is refused and counted).
 //!
 //! Checked after every step: the snapshot equals the model's counts (so `active = started -
 //! ended`, phases sum to `active`, reasons sum to `ended`), every `end` returns `true` exactly
@@ -49,6 +49,10 @@ struct Model {
     /// Starts refused at the cap so far, and whether the last step was one.
     refused: u64,
     expect_refused: bool,
+    /// Whether `begin_drain` was called, and what the last `begin_drain` / `end_all` returns.
+    draining: bool,
+    expect_first_drain: bool,
+    expect_ended_all: usize,
 }
 
 impl Model {
@@ -73,6 +77,8 @@ enum Step {
     Advance(u64),
     Reap(u64),
     Snapshot,
+    BeginDrain,
+    EndAll(EndReason),
 }
 
 fn reason() -> impl Strategy<Value = EndReason> {
@@ -111,6 +117,8 @@ impl ReferenceStateMachine for Model {
             2 => (1..120u64).prop_map(Step::Advance),
             1 => (0..120u64).prop_map(Step::Reap),
             1 => Just(Step::Snapshot),
+            1 => Just(Step::BeginDrain),
+            1 => reason().prop_map(Step::EndAll),
         ]
         .boxed()
     }
@@ -124,6 +132,7 @@ impl ReferenceStateMachine for Model {
             Step::SetPhaseByHandle(h, _) => h < state.handles.len(),
             Step::EndById(i, _) => i < state.sessions.len(),
             Step::Start | Step::Advance(_) | Step::Reap(_) | Step::Snapshot => true,
+            Step::BeginDrain | Step::EndAll(_) => true,
         }
     }
 
@@ -133,6 +142,10 @@ impl ReferenceStateMachine for Model {
         state.expect_refused = false;
         let now = state.now;
         match *step {
+            Step::Start if state.draining => {
+                state.refused += 1;
+                state.expect_refused = true;
+            }
             Step::Start if state.max.is_some_and(|max| state.live() >= max) => {
                 state.refused += 1;
                 state.expect_refused = true;
@@ -181,6 +194,16 @@ impl ReferenceStateMachine for Model {
                 }
             }
             Step::Snapshot => {}
+            Step::BeginDrain => {
+                state.expect_first_drain = !state.draining;
+                state.draining = true;
+            }
+            Step::EndAll(reason) => {
+                state.expect_ended_all = 0;
+                for s in &mut state.sessions {
+                    state.expect_ended_all += usize::from(end(s, reason));
+                }
+            }
         }
         state
     }
@@ -233,9 +256,21 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
         let now = sys.base + Duration::from_secs(model.now);
         match step {
             Step::Start if model.expect_refused => {
-                let max = model.max.expect("refused only when capped");
                 let refused = sys.tracker.try_start().map(|s| s.id());
-                assert_eq!(refused, Err(StartError::AtCapacity { max }));
+                let expected = match model.draining {
+                    true => StartError::Draining,
+                    false => StartError::AtCapacity {
+                        max: model.max.expect("refused only when capped or draining"),
+                    },
+                };
+                assert_eq!(refused, Err(expected));
+            }
+            Step::BeginDrain => {
+                assert_eq!(sys.tracker.begin_drain(), model.expect_first_drain);
+                assert!(sys.tracker.is_draining());
+            }
+            Step::EndAll(reason) => {
+                assert_eq!(sys.tracker.end_all(reason), model.expect_ended_all);
             }
             Step::Start => {
                 let session = sys.tracker.try_start().expect("the model has room");
