@@ -1,5 +1,5 @@
-//! `/load` (JSON), `/metrics` (Prometheus text) and `/prequal` (a Prequal probe reply) as
-//! an axum [`Router`].
+//! `/load` (JSON), `/metrics` (Prometheus text), `/prequal` (a Prequal probe reply) and
+//! `/ready` (readiness: 503 once draining) as an axum [`Router`].
 
 use std::sync::Arc;
 
@@ -14,8 +14,13 @@ use crate::{LATENCY_US_HEADER, LoadBoard, PrequalProbe, RIF_HEADER, ServedReport
 
 /// A router serving the board's latest report as `GET /load` (a [`ServedReport`]: the
 /// [`LoadReport`](crate::LoadReport)'s fields as JSON, plus `age_ms`), `GET /metrics`
-/// (Prometheus text) and `GET /prequal`. Merge it into a service's own router or serve it
-/// on a scrape port.
+/// (Prometheus text) and `GET /prequal`, and readiness as `GET /ready` ([`READY_PATH`]).
+/// Merge it into a service's own router or serve it on a scrape port.
+///
+/// `/ready` answers `200 ready` until the board drains
+/// ([`LoadBoard::set_draining`]), then `503 draining` with `Retry-After: 1`: the readiness
+/// probe Kubernetes (and any balancer with an HTTP health check) reads to stop sending new
+/// sessions, while the open ones finish.
 ///
 /// `/prequal` answers a Prequal probe from the same report: the [`PrequalProbe`] as JSON
 /// plus the report's `sequence` and `age_ms`, e.g.
@@ -40,7 +45,20 @@ pub fn router<S: Clone + Send + Sync + 'static>(board: Arc<LoadBoard>) -> Router
         .route(ServedReport::PATH, get(load))
         .route("/metrics", get(metrics))
         .route("/prequal", get(prequal))
+        .route(READY_PATH, get(ready))
         .with_state(board)
+}
+
+/// The readiness endpoint of [`router`]: `200` until the board drains, `503` from then on.
+pub const READY_PATH: &str = "/ready";
+
+async fn ready(State(board): State<Arc<LoadBoard>>) -> Response {
+    if board.is_draining() {
+        let retry = [(header::RETRY_AFTER, "1")];
+        (StatusCode::SERVICE_UNAVAILABLE, retry, "draining\n").into_response()
+    } else {
+        (StatusCode::OK, "ready\n").into_response()
+    }
 }
 
 /// `GET /load`: the latest report as a [`ServedReport`] (a report that cannot be encoded

@@ -107,6 +107,8 @@ pub mod agent_check;
 mod cpu;
 #[cfg(feature = "orca")]
 pub mod generated;
+#[cfg(feature = "orca")]
+mod health;
 #[cfg(feature = "http")]
 mod http;
 mod load_board;
@@ -123,8 +125,10 @@ pub use agent_check::serve_agent_check;
 pub use cpu::{
     ManualUtilisation, ManualUtilisationHandle, ProcessCpu, UtilisationSource, process_cpu_time,
 };
+#[cfg(feature = "orca")]
+pub use health::health_service;
 #[cfg(feature = "http")]
-pub use http::router;
+pub use http::{READY_PATH, router};
 pub use load_board::{LoadBoard, LoadBoardBuilder};
 pub use load_report::LoadReport;
 #[cfg(feature = "orca")]

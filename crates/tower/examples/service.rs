@@ -1,6 +1,7 @@
 //! A tokio service with livecount sessions: HTTP routes counted by `SessionLayer` until their
 //! response bodies end, and a WebSocket route counted by `WebSocketSessions`, whose sockets
-//! end (`Shutdown`, close 1001) on graceful shutdown.
+//! end (`Shutdown`, close 1012 "service restart") once the server has shut down gracefully.
+//! No drain deadline here: `full_service` shows the drain that lets calls finish.
 //!
 //! `cargo run -p livecount-tower --example service`, then `curl -N localhost:3000/ticks` or a
 //! WebSocket client on `ws://localhost:3000/ws`; Ctrl-C prints the tracker's snapshot.
@@ -14,7 +15,7 @@ use axum::extract::{State, WebSocketUpgrade};
 use axum::response::Response;
 use axum::{Router, routing::get};
 use futures_util::StreamExt;
-use livecount_session::SessionTracker;
+use livecount_session::{EndReason, SessionTracker};
 use livecount_tower::{SessionLayer, WebSocketSessions};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -50,15 +51,18 @@ async fn echo(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -
     })
 }
 
-/// Serves `app` on `listener` until `shutdown` is cancelled.
+/// Serves `app` on `listener` until `shutdown` is cancelled, then ends the sockets still
+/// open (axum's graceful shutdown does not wait for upgraded connections).
 pub(crate) async fn serve(
     listener: TcpListener,
     tracker: SessionTracker,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(tracker, shutdown.clone()))
+    axum::serve(listener, app(tracker.clone(), shutdown.clone()))
         .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+        .await?;
+    tracker.end_all(EndReason::Shutdown);
+    Ok(())
 }
 
 #[allow(dead_code)] // the integration test includes this file and runs `serve` itself

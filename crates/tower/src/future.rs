@@ -55,6 +55,8 @@ pin_project! {
         retry_after: u64,
         // The cap a refusal met, for its message.
         cap: Option<u64>,
+        // What a refusal answers (at capacity, or draining).
+        refusal: Limit,
         // Passed on to the body: how a drop before its end is left to the service.
         deferred: Option<Deferred<C, M>>,
     }
@@ -86,6 +88,7 @@ impl<F, C: Counter, M> ResponseFuture<F, C, M> {
             grpc,
             retry_after: 0,
             cap: None,
+            refusal: Limit::AtCapacity,
             deferred: None,
         }
     }
@@ -97,9 +100,9 @@ impl<F, C: Counter, M> ResponseFuture<F, C, M> {
         self
     }
 
-    /// The layer's refusal at capacity: a gRPC `RESOURCE_EXHAUSTED`, or a 503 with
-    /// `Retry-After: retry_after` seconds.
-    pub(crate) fn refused(grpc: bool, retry_after: u64, cap: Option<u64>) -> Self {
+    /// The layer's refusal (`limit`: at capacity, or draining): a gRPC `RESOURCE_EXHAUSTED`
+    /// or `UNAVAILABLE`, or a 503 with `Retry-After: retry_after` seconds.
+    pub(crate) fn refused(limit: Limit, grpc: bool, retry_after: u64, cap: Option<u64>) -> Self {
         ResponseFuture {
             inner: None,
             session: None,
@@ -108,6 +111,7 @@ impl<F, C: Counter, M> ResponseFuture<F, C, M> {
             grpc,
             retry_after,
             cap,
+            refusal: limit,
             deferred: None,
         }
     }
@@ -134,7 +138,7 @@ fn answer<B, C: Counter, M>(
         }
     } else {
         *response.status_mut() = limit.http_status();
-        if limit == Limit::AtCapacity {
+        if matches!(limit, Limit::AtCapacity | Limit::Draining) {
             response
                 .headers_mut()
                 .insert(RETRY_AFTER, retry_after.into());
@@ -174,7 +178,7 @@ where
         let mut this = self.project();
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             let (retry_after, cap) = (*this.retry_after, *this.cap);
-            return Poll::Ready(Ok(answer(Limit::AtCapacity, *this.grpc, retry_after, cap)));
+            return Poll::Ready(Ok(answer(*this.refusal, *this.grpc, retry_after, cap)));
         };
         let polled = match (this.session.as_ref(), this.watch.as_deref()) {
             (Some(session), Some(watch)) => poll_watched(inner, session, watch, cx),

@@ -14,7 +14,7 @@ use tower_service::Service;
 
 use crate::body::{Deferred, end_after};
 use crate::future::{RequestKind, ResponseFuture};
-use crate::limits::{StreamLimits, Unwatched, Watched, grpc_timeout, is_grpc};
+use crate::limits::{Limit, StreamLimits, Unwatched, Watched, grpc_timeout, is_grpc};
 use crate::request_body::RequestBody;
 use crate::watch::{Watch, Watcher};
 
@@ -78,6 +78,8 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// | the request body failed with a stream reset `CANCEL` (HTTP/2 `RST_STREAM`: the client cancelled; [`Watched`] only) | `Cancelled` at once, no status (nobody reads it) |
 /// | the request body failed otherwise (the connection or stream broke: an I/O error, a `GOAWAY`, a reset with another code such as a proxy's `INTERNAL_ERROR`, a body cut short; [`Watched`] only) | `Disconnected` at once, no status |
 /// | the tracker is at its cap ([`SessionTracker::with_max_sessions`]) | not started: counted refused; gRPC `RESOURCE_EXHAUSTED`, else 503 with `Retry-After`, the inner service not called |
+/// | the tracker drains ([`SessionTracker::begin_drain`]) | not started: counted refused; gRPC `UNAVAILABLE` "draining: the server is shutting down", else 503 with `Retry-After`, the inner service not called |
+/// | ended [`Shutdown`](livecount_session::EndReason::Shutdown) from elsewhere (`end_all` at a drain's deadline) | `Shutdown`, the body cut: gRPC `UNAVAILABLE` "server shutting down" in the trailers (the client reconnects elsewhere) |
 ///
 /// A request body that ends cleanly (an HTTP/2 half-close, `END_STREAM`) ends nothing: the
 /// response may go on. A failed one is classified by its error before the service sees it
@@ -427,9 +429,9 @@ enum Admission<C: Counter, M> {
     Uncounted,
     /// Counted, watched if limits apply.
     Counted(Session<C, M>, Option<Arc<Watch<C, M>>>),
-    /// The tracker refused it (at its cap).
-    /// Refused: at the tracker's cap (`Some(max)`), or with a full session table.
-    Refused(Option<u64>),
+    /// Refused: at the tracker's cap (`AtCapacity`, `Some(max)`), with a full session table
+    /// (`AtCapacity`, `None`), or because the tracker drains (`Draining`).
+    Refused(Limit, Option<u64>),
 }
 
 impl<S, C, M, P, R> SessionService<S, C, M, P, R>
@@ -448,11 +450,14 @@ where
         let session = match self.tracker.try_start() {
             Ok(session) => session,
             // Counted refused by the tracker itself.
-            Err(StartError::AtCapacity { max }) => return Admission::Refused(Some(max)),
+            Err(StartError::AtCapacity { max }) => {
+                return Admission::Refused(Limit::AtCapacity, Some(max));
+            }
+            Err(StartError::Draining) => return Admission::Refused(Limit::Draining, None),
             // The table is full (two billion sessions): refused here, counted here.
             Err(_) => {
                 self.tracker.note_refused();
-                return Admission::Refused(None);
+                return Admission::Refused(Limit::AtCapacity, None);
             }
         };
         let deadline = match grpc && self.limits.grpc_timeout {
@@ -507,7 +512,9 @@ where
                 ResponseFuture::new(self.inner.call(request), Some(session), watch, kind, grpc)
                     .deferring(self.deferred())
             }
-            Admission::Refused(cap) => ResponseFuture::refused(grpc, self.retry_after(), cap),
+            Admission::Refused(limit, cap) => {
+                ResponseFuture::refused(limit, grpc, self.retry_after(), cap)
+            }
         }
     }
 }
@@ -538,8 +545,8 @@ where
                 request.extensions_mut().insert(session.handle());
                 (Some(session), watch)
             }
-            Admission::Refused(cap) => {
-                return ResponseFuture::refused(grpc, self.retry_after(), cap);
+            Admission::Refused(limit, cap) => {
+                return ResponseFuture::refused(limit, grpc, self.retry_after(), cap);
             }
         };
         let request = request.map(|body| RequestBody::new(body, watch.clone(), limit, grpc));

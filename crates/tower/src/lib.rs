@@ -1,7 +1,8 @@
 //! tower and axum integration for livecount sessions: a [`SessionLayer`] that counts each
-//! HTTP request until its response *body* ends, [`WebSocketSessions`] for axum sockets that
-//! end on graceful shutdown, and a tower [`Load`](tower::load::Load) ([`SessionLoad`]) read
-//! from a backend's own load reports, so a client's p2c balancer routes on sessions.
+//! HTTP request until its response *body* ends, [`WebSocketSessions`] for axum sockets,
+//! [`drain`] for a deploy that cuts no call that ends in time, and a tower
+//! [`Load`](tower::load::Load) ([`SessionLoad`]) read from a backend's own load reports, so a
+//! client's p2c balancer routes on sessions.
 //!
 //! A streaming response (a gRPC server stream, SSE, a chunked download) holds the backend
 //! until its body ends, not until its headers go out; a WebSocket holds it until the socket
@@ -93,7 +94,9 @@
 //! # let _ = server;
 //! ```
 //!
-//! WebSocket sessions that end on graceful shutdown (`examples/service.rs` serves both):
+//! WebSocket sessions, refused once the drain signal is cancelled and left to finish;
+//! [`drain`] ends the rest at its deadline (`examples/full_service.rs` shows the whole
+//! sequence):
 //!
 //! ```
 //! use axum::{Router, extract::{State, WebSocketUpgrade}, response::Response, routing::get};
@@ -107,7 +110,7 @@
 //!     })
 //! }
 //!
-//! let shutdown = CancellationToken::new(); // cancel it where axum's graceful shutdown starts
+//! let shutdown = CancellationToken::new(); // cancel it when the drain begins (SIGTERM)
 //! let app: Router = Router::new()
 //!     .route("/talk", get(talk))
 //!     .with_state(WebSocketSessions::new(SessionTracker::new(), shutdown.clone()));
@@ -251,13 +254,16 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //!   frame; 64 parallel requests counted while in flight and balanced at the end; over a
 //!   real hyper server, bodiless responses (`HEAD`, 204, 304) complete, not cancel.
 //! * `tests/websocket.rs`, `tests/example.rs`: real axum servers on loopback and
-//!   tokio-tungstenite clients: shutdown → `Shutdown` and a 1001 close, a refused upgrade
-//!   (or one after shutdown began) counts nothing, a failed one or a panicking handler ends
-//!   `Failed`, a client leaving a stream → `Cancelled`.
+//!   tokio-tungstenite clients: a drain lets open sockets finish (a handler told to wrap
+//!   up), refuses new ones 503 + `Retry-After`, and closes the rest 1012 at its deadline
+//!   (`Shutdown`); a refused upgrade counts nothing, a failed one or a panicking handler
+//!   ends `Failed`, a client leaving a stream → `Cancelled`.
 //! * `tests/full_service.rs`: the full example on loopback: `/load`, `/metrics`, ORCA and
 //!   agent-check report a WebSocket and a gRPC `Health/Watch` stream (ORCA's own stream
-//!   uncounted); a client leaving its Watch → `Cancelled`; shutdown → 1001, `drain`, and
-//!   a Watch still open cut off after the bounded drain (`Shutdown`).
+//!   uncounted); a client leaving its Watch → `Cancelled`; the drain: open sessions go on,
+//!   every signal says draining (`drain`, ORCA ends, `/ready` 503, health `NOT_SERVING`),
+//!   new sessions refused with their retry hint, and at the deadline the socket closes 1012
+//!   and the Watch ends `UNAVAILABLE` (`Shutdown`).
 //! * `tests/serve.rs`: [`serve`] on loopback: 256 slowloris heads trickled a byte at a
 //!   time are each closed within the 1 s head timeout, while descriptors stay under the
 //!   clients' plus the bound of 64 (not twice the clients) and a fresh GET and WebSocket
@@ -334,6 +340,7 @@ mod body;
 mod busy;
 #[cfg(feature = "serve")]
 mod descriptor_budget;
+mod drain;
 mod feed;
 mod future;
 mod grpc_only;
@@ -360,6 +367,7 @@ mod watch;
 mod websocket;
 
 pub use body::SessionBody;
+pub use drain::{Drained, drain};
 pub use feed::{LoadFeed, LoadMetric};
 pub use future::ResponseFuture;
 pub use grpc_only::{GrpcOnly, GrpcOnlyFuture, GrpcOnlyLayer};

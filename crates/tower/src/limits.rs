@@ -45,6 +45,8 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | [`idle_timeout`](Self::idle_timeout) | off | `Disconnected` | `DEADLINE_EXCEEDED` "idle timeout" | 408 before the head; after it the body ends |
 /// | [`max_request_message`](Self::max_request_message) | off | `Failed` | `RESOURCE_EXHAUSTED` | 413 before the head; after it the body ends |
 /// | at the tracker's cap (admission) | the tracker's | not started, counted refused | `RESOURCE_EXHAUSTED` (trailers-only) | 503 with `Retry-After` ([`retry_after`](Self::retry_after)) |
+/// | the tracker drains (admission; [`SessionTracker::begin_drain`](livecount_session::SessionTracker::begin_drain)) | — | not started, counted refused | `UNAVAILABLE` "draining: …" (trailers-only) | 503 with `Retry-After` |
+/// | the drain's deadline: `end_all(Shutdown)` | — | `Shutdown` | `UNAVAILABLE` "server shutting down" in the trailers | the body ends |
 ///
 /// A gRPC response (`content-type: application/grpc…`) cut by a limit ends with trailers
 /// carrying the status, or, before its head, is a trailers-only response; the inner
@@ -226,6 +228,10 @@ pub(crate) enum Limit {
     Reset = 7,
     /// The request body failed with a connection error (the connection died).
     Lost = 8,
+    /// The tracker drains: a request refused before it started.
+    Draining = 9,
+    /// The session was ended `Shutdown` from elsewhere (`end_all` at a drain's deadline).
+    Shutdown = 10,
 }
 
 impl Limit {
@@ -239,6 +245,8 @@ impl Limit {
             6 => Limit::GrpcTimeout,
             7 => Limit::Reset,
             8 => Limit::Lost,
+            9 => Limit::Draining,
+            10 => Limit::Shutdown,
             _ => return None,
         })
     }
@@ -250,6 +258,7 @@ impl Limit {
             Limit::Reset => EndReason::Cancelled,
             Limit::Idle | Limit::Stall | Limit::Lost => EndReason::Disconnected,
             Limit::TooLarge | Limit::AtCapacity => EndReason::Failed,
+            Limit::Draining | Limit::Shutdown => EndReason::Shutdown,
         }
     }
 
@@ -265,6 +274,9 @@ impl Limit {
             // Nobody reads these two: the stream or the connection is gone.
             Limit::Reset => ("1", "the client reset the stream"),
             Limit::Lost => ("14", "connection lost"),
+            // UNAVAILABLE: the retryable "go elsewhere" status.
+            Limit::Draining => ("14", "draining: the server is shutting down"),
+            Limit::Shutdown => ("14", "server shutting down"),
         }
     }
 
@@ -274,6 +286,7 @@ impl Limit {
             Limit::MaxSession | Limit::Stall | Limit::AtCapacity | Limit::GrpcTimeout => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            Limit::Draining | Limit::Shutdown => StatusCode::SERVICE_UNAVAILABLE,
             Limit::Idle => StatusCode::REQUEST_TIMEOUT,
             Limit::Reset | Limit::Lost => StatusCode::BAD_REQUEST,
             Limit::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -365,10 +378,10 @@ mod tests {
 
     #[test]
     fn limits_round_trip_through_their_byte() {
-        for value in 1..=8 {
+        for value in 1..=10 {
             assert_eq!(Limit::from_u8(value).map(|l| l as u8), Some(value));
         }
         assert_eq!(Limit::from_u8(0), None);
-        assert_eq!(Limit::from_u8(9), None);
+        assert_eq!(Limit::from_u8(11), None);
     }
 }

@@ -17,6 +17,7 @@ use livecount::Counter;
 use livecount_session::{EndHandle, EndReason};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// How the transport ended, as the socket saw it while the handler read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +175,8 @@ pub struct TrackedSocket {
     watch: std::sync::Arc<SocketWatch>,
     /// Touched on every message read, so the ghost reaper sees a live client.
     activity: Option<Box<dyn Fn() + Send + Sync>>,
+    /// The sessions' drain signal (their shutdown token).
+    drain: CancellationToken,
 }
 
 impl TrackedSocket {
@@ -182,13 +185,48 @@ impl TrackedSocket {
         home: oneshot::Sender<WebSocket>,
         watch: std::sync::Arc<SocketWatch>,
         session: EndHandle<C, M>,
+        drain: CancellationToken,
     ) -> Self {
         TrackedSocket {
             socket: Some(socket),
             home: Some(home),
             watch,
             activity: Some(Box::new(move || session.touch())),
+            drain,
         }
+    }
+
+    /// Whether the server has begun to drain: this session goes on, but new ones are
+    /// refused and the drain's deadline will end it ([`Shutdown`](EndReason::Shutdown),
+    /// close 1012 "service restart") unless it ends first. Time to wrap up.
+    pub fn is_draining(&self) -> bool {
+        self.drain.is_cancelled()
+    }
+
+    /// Resolves when the server begins to drain (at once if it has): a handler selects on
+    /// it to finish its sentence and say goodbye before the drain's deadline.
+    ///
+    /// ```no_run
+    /// # async fn handler(mut socket: livecount_tower::TrackedSocket) {
+    /// use axum::extract::ws::Message;
+    /// let wrap_up = socket.drain_started();
+    /// tokio::pin!(wrap_up);
+    /// loop {
+    ///     tokio::select! {
+    ///         message = socket.recv() => match message {
+    ///             Some(Ok(message)) => { let _ = socket.send(message).await; }
+    ///             _ => break,
+    ///         },
+    ///         () = &mut wrap_up => {
+    ///             let _ = socket.send(Message::Text("goodbye: the server restarts".into())).await;
+    ///             break;
+    ///         }
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn drain_started(&self) -> WaitForCancellationFutureOwned {
+        self.drain.clone().cancelled_owned()
     }
 
     /// The next message from the client, as [`WebSocket::recv`]: `None` once the

@@ -83,8 +83,13 @@ impl<C: Counter, M> Watch<C, M> {
     pub(crate) fn ended_by(&self, reason: Option<EndReason>) -> Option<Limit> {
         let reason = reason?;
         // Relaxed: see `end`.
-        let limit = Limit::from_u8(self.cause.load(Ordering::Relaxed))?;
-        (limit.reason() == reason).then_some(limit)
+        match Limit::from_u8(self.cause.load(Ordering::Relaxed)) {
+            Some(limit) if limit.reason() == reason => Some(limit),
+            // Ended `Shutdown` from elsewhere (a drain's deadline): cut with `UNAVAILABLE`,
+            // so the client reconnects elsewhere.
+            _ if reason == EndReason::Shutdown => Some(Limit::Shutdown),
+            _ => None,
+        }
     }
 }
 

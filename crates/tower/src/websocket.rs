@@ -1,7 +1,8 @@
 //! axum WebSocket sessions: [`tracked_upgrade`] / [`WebSocketSessions`] admit a socket (or
 //! refuse it before the upgrade), count it from the upgrade response to its end, hold it to
-//! its [`SocketLimits`] and end it on graceful shutdown, which axum does not do for upgraded
-//! connections; [`TrackedSocket`] is what the handler gets.
+//! its [`SocketLimits`], let it finish during a drain and end it at the drain's deadline,
+//! which axum does not do for upgraded connections; [`TrackedSocket`] is what the handler
+//! gets.
 
 use std::fmt;
 use std::future::Future;
@@ -20,19 +21,30 @@ use crate::socket_end::Goodbye;
 use crate::tracked_socket::{SocketWatch, TrackedSocket};
 use crate::{IntoEndReason, SocketLimits};
 
-/// How long a shutdown waits, at most, to send the 1001 close frame and read the peer's reply.
+/// How long an ending decided here waits, at most, to send its close frame (1012 at a
+/// drain's deadline) and read the peer's reply.
 pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Counts axum WebSocket sessions on a tracker, holds each to its [`SocketLimits`], and ends
-/// them on a shutdown signal.
+/// Counts axum WebSocket sessions on a tracker, holds each to its [`SocketLimits`], and lets
+/// them finish when the server drains.
+///
+/// **Draining.** The `shutdown` token given to [`new`](WebSocketSessions::new) is the drain
+/// signal: once it is cancelled (or the tracker [drains](SessionTracker::begin_drain)),
+/// every new upgrade is refused with `503` and `Retry-After`, counted refused, while the
+/// sockets already open *go on*: each handler can see it
+/// ([`TrackedSocket::drain_started`], [`TrackedSocket::is_draining`]) and wrap up. At the
+/// drain's deadline, `end_all(EndReason::Shutdown)` on the tracker (what
+/// [`drain`](crate::drain) does) ends the sessions still open, each with a 1012 "service
+/// restart" close that tells the client to reconnect, elsewhere.
 ///
 /// [`upgrade`](WebSocketSessions::upgrade) admits the session *before* the `101 Switching
 /// Protocols` response leaves, so no load report ever shows a slot as free that an accepted
 /// socket is about to take, and moves the guard into axum's `on_upgrade` task. A client it
 /// cannot admit gets `503 Service Unavailable` with `Retry-After` and is never upgraded:
 /// the tracker is at its cap ([`SessionTracker::with_max_sessions`], exact under any burst)
-/// or the shutdown token is cancelled; the refusal is counted in the snapshot's `refused`,
-/// never as a session. Then, exactly once, whichever comes first:
+/// or the server drains (the token is cancelled, or the tracker drains); the refusal is
+/// counted in the snapshot's `refused`, never as a session. Then, exactly once, whichever
+/// comes first:
 ///
 /// | what happened | reason | close frame |
 /// |---|---|---|
@@ -43,8 +55,8 @@ pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// | [`max_session`](SocketLimits::max_session) passed | [`TimedOut`](EndReason::TimedOut) | 1000 "max session length" |
 /// | the client sent nothing for [`idle_timeout`](SocketLimits::idle_timeout) while the handler waited for it | `Disconnected` | 1008 "idle timeout" |
 /// | a send waited [`write_timeout`](SocketLimits::write_timeout) (the client stopped reading) | `Disconnected` | — |
-/// | the shutdown token was cancelled | [`Shutdown`](EndReason::Shutdown) | 1001 "server shutting down" |
-/// | something else ended the session (`end_all`, the reaper, an [`EndHandle`]) | that reason | 1001 for `Shutdown`, else 1000 |
+/// | the drain's deadline: `end_all(Shutdown)` | [`Shutdown`](EndReason::Shutdown) | 1012 "service restart" |
+/// | something else ended the session (the reaper, an [`EndHandle`]) | that reason | 1012 for `Shutdown`, else 1000 |
 /// | the upgrade failed after the response | `Failed`, the handler never runs | — |
 /// | the handler panicked / its task was dropped unfinished | `Failed` / [`Cancelled`](EndReason::Cancelled) | — |
 ///
@@ -86,7 +98,8 @@ pub struct WebSocketSessions<C: Counter = livecount::PerThread, M = ()> {
 
 impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
     /// Counts sessions on `tracker` (admitting up to its cap, if it has one) under the
-    /// default [`SocketLimits`], and ends them when `shutdown` is cancelled.
+    /// default [`SocketLimits`], refusing new ones once `shutdown` is cancelled (the drain
+    /// signal: open sockets go on until they end or the drain's deadline ends them).
     pub fn new(tracker: SessionTracker<C, M>, shutdown: CancellationToken) -> Self {
         WebSocketSessions {
             tracker,
@@ -154,7 +167,7 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
         self
     }
 
-    /// The shutdown token (for a handler's other long work, an endless HTTP stream say).
+    /// The drain signal (for a handler's other long work, an endless HTTP stream say).
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
     }
@@ -173,10 +186,11 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
         Fut: Future + Send + 'static,
         Fut::Output: IntoEndReason,
     {
-        if self.shutdown.is_cancelled() {
-            // Draining: refuse before anything is counted or upgraded.
+        if self.shutdown.is_cancelled() && !self.tracker.is_draining() {
+            // The drain signal came before the tracker's drain: refuse before anything is
+            // counted or upgraded (the tracker counts its own refusals).
             self.tracker.note_refused();
-            return self.refusal("draining: the server is shutting down\n".into());
+            return self.refusal(format!("{}\n", StartError::Draining));
         }
         let session = match self.tracker.try_start() {
             Ok(session) => SocketGuard(session),
@@ -276,8 +290,10 @@ where
 /// How a session ended: its reason, and what to send the client after the end.
 type Ending = (EndReason, Goodbye);
 
-/// The close frame of a shutdown.
-const SHUTDOWN_CLOSE: (u16, &str) = (1001, "server shutting down");
+/// The close frame of a session ended `Shutdown` (the drain's deadline): 1012 "service
+/// restart" (IANA WebSocket close code registry), so a client reconnects, elsewhere, where
+/// 1001 "going away" would read as "this endpoint is gone".
+const SHUTDOWN_CLOSE: (u16, &str) = (1012, "service restart");
 
 /// What an upgraded socket's task needs besides the socket, the session and the handler.
 struct SocketTask {
@@ -287,8 +303,8 @@ struct SocketTask {
 }
 
 impl SocketTask {
-    /// The upgraded socket's task: the handler raced with the shutdown signal, the session's
-    /// limits and any end from elsewhere.
+    /// The upgraded socket's task: the handler raced with the session's limits and any end
+    /// from elsewhere (the drain's deadline among them).
     async fn run<C, M, F, Fut>(self, socket: WebSocket, session: SocketGuard<C, M>, handler: F)
     where
         C: Counter + 'static,
@@ -300,7 +316,8 @@ impl SocketTask {
         let (home, returned) = oneshot::channel();
         let watch = Arc::new(SocketWatch::new());
         let handle = session.0.handle();
-        let socket = TrackedSocket::new(socket, home, Arc::clone(&watch), handle.clone());
+        let drain = self.shutdown.clone();
+        let socket = TrackedSocket::new(socket, home, Arc::clone(&watch), handle.clone(), drain);
         let deadline = after(self.limits.max_session.unwrap_or(Duration::MAX));
         let mut tick = tokio::time::interval(self.watch_period());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -309,9 +326,6 @@ impl SocketTask {
         let (reason, goodbye) = loop {
             tokio::select! {
                 biased;
-                () = self.shutdown.cancelled() => {
-                    break (EndReason::Shutdown, Goodbye::close(SHUTDOWN_CLOSE));
-                }
                 reason = handle.ended() => break (reason, Goodbye::close(close_for_elsewhere(reason))),
                 output = &mut handler => {
                     // The transport's word wins: a handler that saw its stream end says
@@ -384,7 +398,7 @@ impl SocketTask {
     }
 }
 
-/// The close frame for an end from elsewhere: 1001 for a shutdown (`end_all` at the end of a
+/// The close frame for an end from elsewhere: 1012 for a shutdown (`end_all` at the end of a
 /// drain), 1000 otherwise (the session is over; its reason is the server's business).
 fn close_for_elsewhere(reason: EndReason) -> (u16, &'static str) {
     match reason {

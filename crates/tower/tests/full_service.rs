@@ -1,8 +1,11 @@
 //! Runs `examples/full_service.rs` itself (included, not rebuilt through `cargo run`) on
 //! loopback: a WebSocket and a gRPC `Health/Watch` stream are counted, and `/load`,
 //! `/metrics`, ORCA and agent-check all report them, while ORCA's own stream is not
-//! counted; a client leaving its Watch ends it `Cancelled`; shutdown drains the board, ends
-//! the socket with 1001 and cuts the Watch still open after the bounded drain. And the
+//! counted; a client leaving its Watch ends it `Cancelled`; the signal starts a drain in
+//! which the open socket and Watch go on (the socket's handler told to wrap up), every
+//! signal says draining (ORCA ends, agent-check `drain`, `/ready` 503, gRPC health
+//! `NOT_SERVING`, `/load`), new sessions are refused with their retry hint, and at the
+//! deadline the socket closes 1012 and the Watch ends `UNAVAILABLE`. And the
 //! example attacked as it is mounted: a burst of connects against its cap (WebSocket and
 //! Watch together), an oversized message, a protocol violation, a reset mid-frame and a
 //! client gone without a close, each ended once with its reason.
@@ -86,6 +89,15 @@ async fn exchange(addr: SocketAddr, request: &str) -> String {
         text
     };
     timeout(WAIT, talk).await.expect("answered in time")
+}
+
+/// The status code of a `GET path`.
+async fn get_status(addr: SocketAddr, path: &str) -> u16 {
+    let text = exchange(addr, &format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n")).await;
+    text.split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("an HTTP status line")
 }
 
 /// The body of a `GET path` answered 200.
@@ -218,20 +230,83 @@ async fn the_full_example_counts_reports_and_drains() {
     let _open_watch = watch(&grpc).await;
     assert_eq!(tracker.active(), 2);
 
+    assert_eq!(get_status(running.http, "/ready").await, 200);
+
+    // The signal: the drain begins. The socket's handler is told to wrap up, and goes on.
+    let began = std::time::Instant::now();
     running.shutdown.cancel();
     match timeout(WAIT, socket.next()).await.unwrap() {
-        Some(Ok(tungstenite::Message::Close(Some(frame)))) => {
-            assert_eq!(frame.code, CloseCode::Away)
-        }
-        other => panic!("expected a 1001 close, got {other:?}"),
+        Some(Ok(tungstenite::Message::Text(text))) => assert_eq!(text.as_str(), "draining"),
+        other => panic!("expected the handler's wrap-up message, got {other:?}"),
     }
+    socket
+        .send(tungstenite::Message::text("still here"))
+        .await
+        .unwrap();
+    let echoed = timeout(WAIT, socket.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        echoed,
+        tungstenite::Message::text("still here"),
+        "open sessions go on"
+    );
+    // Every signal says draining within the drain's first moments.
     assert!(
         next_report(&mut orca).await.is_none(),
         "ORCA streams end when draining"
     );
-    // The drain lasts until the open Watch is cut off: agent-check answers meanwhile.
     let reply = exchange(running.check, "").await;
     assert!(is_agent_reply(&reply, true), "{reply:?}");
+    assert_eq!(get_status(running.http, "/ready").await, 503);
+    let report: serde_json::Value =
+        serde_json::from_str(&get(running.http, "/load").await).unwrap();
+    assert_eq!(report["draining"].as_bool(), Some(true));
+    let health = HealthClient::new(grpc.clone())
+        .check(HealthCheckRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(health.status, ServingStatus::NotServing as i32);
+    // New sessions are refused with their retry hint, and counted refused, not started.
+    let head = raw_ws::upgrade_request(running.http, "/session", None)
+        .await
+        .1;
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{head}"
+    );
+    let refused = HealthClient::new(grpc.clone())
+        .watch(HealthCheckRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert_eq!(tracker.snapshot().refused, 2);
+    assert_eq!(tracker.active(), 2, "the socket and the open Watch go on");
+
+    // At the deadline: the socket closes 1012 "service restart", the Watch ends UNAVAILABLE.
+    match timeout(WAIT, socket.next()).await.unwrap() {
+        Some(Ok(tungstenite::Message::Close(Some(frame)))) => {
+            assert_eq!(frame.code, CloseCode::Restart)
+        }
+        other => panic!("expected a 1012 close, got {other:?}"),
+    }
+    assert!(
+        began.elapsed() >= full_service::DRAIN,
+        "not before the deadline"
+    );
+    let mut open_watch = _open_watch;
+    let cut = loop {
+        match timeout(WAIT, open_watch.message()).await.unwrap() {
+            Ok(Some(_)) => continue, // the NOT_SERVING update
+            other => break other,
+        }
+    };
+    let status = cut.expect_err("the Watch cut at the deadline");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
 
     let stopped = timeout(WAIT, running.server)
         .await
@@ -239,7 +314,11 @@ async fn the_full_example_counts_reports_and_drains() {
     stopped.unwrap().unwrap();
     let s = tracker.snapshot();
     assert!(s.is_consistent(), "{s:?}");
-    assert_eq!((s.started, s.ended, s.active), (3, 3, 0), "{s:?}");
+    assert_eq!(
+        (s.started, s.ended, s.active, s.refused),
+        (3, 3, 0, 2),
+        "{s:?}"
+    );
     assert_eq!(
         s.ended_by(EndReason::Cancelled),
         1,
@@ -248,7 +327,7 @@ async fn the_full_example_counts_reports_and_drains() {
     assert_eq!(
         s.ended_by(EndReason::Shutdown),
         2,
-        "the socket and the Watch cut off: {s:?}"
+        "the socket and the Watch cut off at the deadline: {s:?}"
     );
     // Everything `serve` started has stopped: agent-check no longer accepts.
     settle_refused(running.check).await;

@@ -284,7 +284,7 @@ async fn the_maximum_length_times_out_with_1000() {
     assert_only(&tracker, EndReason::TimedOut);
 }
 
-/// `end_all` (a drain's last step) and shutdown both reach open sockets: 1001.
+/// `end_all` (a drain's last step) reaches open sockets: 1012 "service restart".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_end_from_elsewhere_closes_the_socket_with_its_reason() {
     let service = serve(|s| s, None).await;
@@ -292,7 +292,7 @@ async fn an_end_from_elsewhere_closes_the_socket_with_its_reason() {
     let tracker = service.tracker.clone();
     settle(|| tracker.active() == 1, "the session started").await;
     assert_eq!(tracker.end_all(EndReason::Shutdown), 1);
-    assert_eq!(close_code(&mut conn).await, Some(1001));
+    assert_eq!(close_code(&mut conn).await, Some(1012));
     service.settled().await;
     assert_only(&tracker, EndReason::Shutdown);
 }

@@ -461,3 +461,65 @@ async fn per_request_cost_with_and_without_limits() {
         tokio::task::yield_now().await; // let the sweeper run
     }
 }
+
+/// While the tracker drains, the layer refuses before the inner service: `503` with
+/// `Retry-After` over plain HTTP, trailers-only `UNAVAILABLE` over gRPC, each counted
+/// refused; a stream open before the drain goes on.
+#[tokio::test]
+async fn while_draining_requests_are_refused_unavailable_and_open_streams_go_on() {
+    let tracker = SessionTracker::new();
+    let (tx, mut open) = grpc_stream(SessionLayer::new(tracker.clone())).await;
+    assert!(tracker.begin_drain());
+    let mut service = ServiceBuilder::new()
+        .layer(SessionLayer::new(tracker.clone()))
+        .service_fn(|_: Request<()>| async {
+            panic!("a refusal never reaches the service");
+            #[allow(unreachable_code)]
+            Ok::<_, Infallible>(Response::new(channel_body().1))
+        });
+    let plain = service
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::new(()))
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(plain.headers()["retry-after"], "1");
+    let grpc = Request::post("/svc/Method")
+        .header("content-type", "application/grpc")
+        .body(())
+        .unwrap();
+    let grpc = service.ready().await.unwrap().call(grpc).await.unwrap();
+    assert_eq!(grpc.headers()["grpc-status"], "14");
+    assert_eq!(
+        grpc.headers()["grpc-message"],
+        "draining: the server is shutting down"
+    );
+    assert!(grpc.body().is_end_stream(), "trailers-only");
+    tx.send(Ok(Frame::data(Bytes::from("still streaming"))))
+        .unwrap();
+    assert!(matches!(poll_frame_now(open.as_mut()), Some(Some(Ok(_)))));
+    let s = tracker.snapshot();
+    assert_eq!((s.started, s.active, s.refused), (1, 1, 2));
+}
+
+/// A stream still open at the drain's deadline (`end_all(Shutdown)`) is cut at once with
+/// `UNAVAILABLE` in its trailers: reconnect, elsewhere.
+#[tokio::test(start_paused = true)]
+async fn a_stream_ended_shutdown_is_cut_with_unavailable_trailers() {
+    let tracker = SessionTracker::new();
+    let (tx, mut body) = grpc_stream(SessionLayer::new(tracker.clone())).await;
+    assert!(poll_frame_now(body.as_mut()).is_none(), "nothing sent yet");
+    assert_eq!(tracker.end_all(EndReason::Shutdown), 1);
+    let trailers = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx))
+        .await
+        .expect("the cut's trailers")
+        .unwrap()
+        .into_trailers()
+        .unwrap();
+    assert_eq!(trailers["grpc-status"], "14");
+    assert_eq!(trailers["grpc-message"], "server shutting down");
+    assert!(tx.is_closed(), "the inner body was dropped");
+    common::assert_only(&tracker, EndReason::Shutdown);
+}

@@ -1,7 +1,7 @@
 //! `WebSocketSessions` / `tracked_upgrade` over a real axum server on loopback, with
-//! tokio-tungstenite clients: counted from the upgrade to the handler's end, ended
-//! `Shutdown` with a 1001 close at graceful shutdown, nothing counted for a refused upgrade,
-//! `Failed` for a failed one.
+//! tokio-tungstenite clients: counted from the upgrade to the handler's end, left to finish
+//! during a drain and ended `Shutdown` with a 1012 close at its deadline, nothing counted
+//! for a refused upgrade, `Failed` for a failed one.
 
 mod common;
 
@@ -196,32 +196,105 @@ async fn a_handler_error_fails_the_session() {
     stop(server).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_shutdown_ends_upgraded_sessions_with_a_going_away_close() {
-    const CLIENTS: u64 = 4;
-    let server = serve().await;
-    let mut clients = Vec::new();
-    for i in 0..CLIENTS {
-        // Half of them on a handler that holds the socket split in two halves.
-        clients.push(connect(server.addr, if i % 2 == 0 { "/echo" } else { "/refuse" }).await);
-    }
-    assert_eq!(server.tracker.active(), CLIENTS);
-    server.shutdown.cancel();
-    for client in &mut clients {
-        match next(client).await {
-            Some(Ok(tungstenite::Message::Close(Some(frame)))) => {
-                assert_eq!(frame.code, CloseCode::Away);
+/// Says goodbye and returns as soon as the drain begins (or echoes until then).
+async fn wrap_up(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
+    sessions.upgrade(ws, |mut socket, _session| async move {
+        let wrap_up = socket.drain_started();
+        tokio::pin!(wrap_up);
+        loop {
+            tokio::select! {
+                message = socket.recv() => match message {
+                    Some(Ok(message)) => { let _ = socket.send(message).await; }
+                    _ => return EndReason::Disconnected,
+                },
+                () = &mut wrap_up => {
+                    assert!(socket.is_draining());
+                    let _ = socket.send(Message::Text("goodbye".into())).await;
+                    return EndReason::Completed;
+                }
             }
-            other => panic!("expected a 1001 close, got {other:?}"),
         }
-    }
-    let s = server.tracker.snapshot();
-    assert_eq!((s.started, s.ended, s.active), (CLIENTS, CLIENTS, 0));
-    assert_eq!(s.ended_by(EndReason::Shutdown), CLIENTS);
-    tokio::time::timeout(WAIT, server.task)
-        .await
-        .expect("axum's graceful shutdown finishes")
+    })
+}
+
+/// A drain: the sessions' token cancelled (the signal), then [`drain`] to its deadline.
+/// Open sockets go on (an echo still echoes), a handler that watches the signal wraps up,
+/// a new upgrade is refused `503` with `Retry-After` and counted refused, a socket the
+/// client closes in time ends `Completed`, and the one still open at the deadline gets a
+/// 1012 "service restart" close and ends `Shutdown`: every session once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_lets_open_sockets_finish_and_closes_the_rest_with_service_restart() {
+    let tracker = SessionTracker::new();
+    let signal = CancellationToken::new();
+    let config = livecount_capacity::CapacityConfig::builder()
+        .build()
         .unwrap();
+    let board = std::sync::Arc::new(livecount_report::LoadBoard::new("t", config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = app(&tracker, &signal).route(
+        "/wrap_up",
+        get(wrap_up).with_state(WebSocketSessions::new(tracker.clone(), signal.clone())),
+    );
+    // The server keeps serving through the drain (refusals, the deadline's closes).
+    let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let (mut ends_in_time, mut outlives) =
+        (connect(addr, "/echo").await, connect(addr, "/echo").await);
+    let mut polite = connect(addr, "/wrap_up").await;
+    assert_eq!(tracker.active(), 3);
+
+    signal.cancel();
+    match next(&mut polite).await {
+        Some(Ok(tungstenite::Message::Text(text))) => assert_eq!(text.as_str(), "goodbye"),
+        other => panic!("expected the handler's goodbye, got {other:?}"),
+    }
+    ends_in_time
+        .send(tungstenite::Message::text("still here"))
+        .await
+        .unwrap();
+    match next(&mut ends_in_time).await {
+        Some(Ok(tungstenite::Message::Text(text))) => assert_eq!(text.as_str(), "still here"),
+        other => panic!("an open socket goes on during the drain: {other:?}"),
+    }
+    let url = format!("ws://{addr}/echo");
+    match tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
+        .await
+        .unwrap()
+    {
+        Err(tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(response.headers().contains_key(http::header::RETRY_AFTER));
+        }
+        other => panic!("expected a 503 refusal while draining, got {other:?}"),
+    }
+    ends_in_time.close(None).await.unwrap();
+    while next(&mut ends_in_time).await.is_some() {}
+    settle(
+        || tracker.active() == 1,
+        "the in-time socket and the polite one ended",
+    )
+    .await;
+
+    let deadline = Duration::from_millis(300);
+    let drained = livecount_tower::drain(&tracker, &board, deadline, std::future::pending()).await;
+    assert_eq!(
+        (drained.open_at_start, drained.cut, drained.hurried),
+        (1, 1, false)
+    );
+    assert!(drained.waited >= deadline);
+    match next(&mut outlives).await {
+        Some(Ok(tungstenite::Message::Close(Some(frame)))) => {
+            assert_eq!(frame.code, CloseCode::Restart);
+            assert_eq!(frame.reason.as_str(), "service restart");
+        }
+        other => panic!("expected a 1012 close, got {other:?}"),
+    }
+    let s = tracker.snapshot();
+    assert_eq!((s.started, s.ended, s.active, s.refused), (3, 3, 0, 1));
+    assert_eq!(s.ended_by(EndReason::Shutdown), 1);
+    assert_eq!(s.ended_by(EndReason::Completed), 2);
+    assert!(board.latest().draining);
+    server.abort();
 }
 
 fn upgrade_request(path: &str) -> Request<axum::body::Body> {
