@@ -41,6 +41,8 @@ pub(crate) struct Backend {
     pub(crate) naive: u64,
     // Line 3.
     pub(crate) alive: bool,
+    /// Told to restart in `drain` mode: alive, serving its open sessions, admitting none.
+    pub(crate) draining: bool,
     /// Deaths so far: a response scheduled before one never arrives.
     pub(crate) deaths: u32,
     pub(crate) max_sessions: u32,
@@ -108,6 +110,7 @@ impl Backend {
             base_utilisation: group.base_utilisation,
             disconnect_share: group.disconnect_share,
             alive: true,
+            draining: false,
             deaths: 0,
             open: 0,
             weight: 0.0,
@@ -133,6 +136,11 @@ impl Backend {
 
     pub(crate) fn active(&self) -> u64 {
         self.open
+    }
+
+    /// Whether it takes new sessions: alive and not draining.
+    pub(crate) fn admitting(&self) -> bool {
+        self.alive && !self.draining
     }
 
     /// Recomputes utilisation after a change at `now`, integrating the old value first.
@@ -312,6 +320,7 @@ impl Backend {
     pub(crate) fn die(&mut self, now: f64, cpu: &Cpu, costs: (f64, f64)) {
         debug_assert!(self.open == 0 && self.tracked == 0);
         self.alive = false;
+        self.draining = false;
         self.deaths += 1;
         (self.weight, self.speaking) = (0.0, 0.0);
         self.naive = 0;

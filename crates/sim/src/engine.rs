@@ -12,6 +12,8 @@ use crate::scenario::{CounterKind, Scenario};
 use crate::session_plan::{EndReason, SessionPlan};
 use crate::sim_result::{PolicyResult, ScenarioResult};
 
+mod restart;
+
 /// Events between two progress callbacks.
 const PROGRESS_EVERY: u64 = 1 << 16;
 
@@ -150,6 +152,23 @@ impl Proxy {
     fn touched(&mut self, b: usize, now: f64, rng: &mut SimRng) {
         self.policy.on_view(b, &self.views[b], now, rng);
     }
+
+    /// This proxy learns (from a health check or a report) whether backend `b` takes new
+    /// sessions; returns whether it just came up.
+    fn believe(&mut self, b: usize, admitting: bool, now: f64, rng: &mut SimRng) -> bool {
+        let view = &mut self.views[b];
+        if view.alive == admitting {
+            return false;
+        }
+        view.alive = admitting;
+        view.report = None;
+        view.sent_since_report = 0;
+        if admitting {
+            self.policy.on_backend_up(b, now);
+        }
+        self.touched(b, now, rng);
+        admitting
+    }
 }
 
 /// Messages on their way to a proxy, in slots reused once delivered.
@@ -223,7 +242,8 @@ struct Engine<'a> {
     arrivals: ArrivalProcess,
     report_rngs: Vec<SimRng>,
     stale_from: Vec<f64>,
-    reports: InFlight<(u32, Report)>,
+    /// (backend, report, whether it says the backend is draining).
+    reports: InFlight<(u32, Report, bool)>,
     collector: Collector,
     now: f64,
     waves: u32,
@@ -281,7 +301,7 @@ impl<'a> Engine<'a> {
                 .collect(),
             stale_from,
             reports: InFlight::new(),
-            collector: Collector::default(),
+            collector: Collector::new(sc.rolling_restart.is_some()),
             now: 0.0,
             waves: 0,
             next_arrival_id: 0,
@@ -327,6 +347,9 @@ impl<'a> Engine<'a> {
             self.queue.push(w.at_s, Event::WaveStart);
             self.queue.push(w.at_s + w.for_s, Event::WaveEnd);
         }
+        if let Some(r) = &sc.rolling_restart {
+            self.queue.push(r.start_s, Event::Restart(0));
+        }
     }
 
     fn done(&self) -> bool {
@@ -362,8 +385,12 @@ impl<'a> Engine<'a> {
             Event::Burst => self.burst(),
             Event::End(id, generation) => {
                 if self.is_open(id, generation) {
-                    let reason = self.sessions[id as usize].reason;
+                    let s = &self.sessions[id as usize];
+                    let (reason, b) = (s.reason, s.backend as usize);
                     self.end(id, reason);
+                    if self.backends[b].draining {
+                        self.drained(b);
+                    }
                 }
             }
             Event::Phase(id, generation) => {
@@ -378,8 +405,8 @@ impl<'a> Engine<'a> {
             }
             Event::FirstReport(b) => self.take_report(b as usize),
             Event::DeliverReport(slot) => {
-                let (b, report) = self.reports.take(slot);
-                self.deliver(b as usize, report);
+                let (b, report, draining) = self.reports.take(slot);
+                self.deliver(b as usize, report, draining);
             }
             Event::ProbeReply(slot) => {
                 let batch = self.probes.take(slot);
@@ -414,6 +441,9 @@ impl<'a> Engine<'a> {
             Event::HealthCheck(b) => self.health_check(b as usize),
             Event::WaveStart => self.set_waves(self.waves + 1),
             Event::WaveEnd => self.set_waves(self.waves - 1),
+            Event::Restart(b) => self.restart(b as usize),
+            Event::DrainDeadline(b) => self.drain_deadline(b as usize),
+            Event::Restarted(b) => self.restarted(b as usize),
         }
     }
 
@@ -511,9 +541,11 @@ impl<'a> Engine<'a> {
             proxy.policy.name()
         );
         let backend = &self.backends[b];
-        if !backend.alive {
-            // Connection refused: this proxy's passive health check marks it down.
+        if !backend.admitting() {
+            // Connection refused (dead, or draining: its listener is closed): this proxy's
+            // passive health check marks it down.
             self.collector.summary.rejected += 1;
+            self.collector.restart_refused();
             proxy.views[b].alive = false;
             proxy.touched(b, now, &mut self.policy_rng);
             return None;
@@ -749,18 +781,24 @@ impl<'a> Engine<'a> {
         if self.report_rngs[b].chance(r.loss) {
             return;
         }
+        let draining = self.backends[b].draining;
         if r.delay_s == 0.0 {
-            self.deliver(b, report);
+            self.deliver(b, report, draining);
             return;
         }
-        let slot = self.reports.put((b as u32, report));
+        let slot = self.reports.put((b as u32, report, draining));
         self.queue
             .push(self.now + r.delay_s, Event::DeliverReport(slot));
     }
 
-    /// A report reaches every proxy.
-    fn deliver(&mut self, b: usize, report: Report) {
+    /// A report reaches every proxy. One that says the backend is draining (an ORCA or
+    /// agent-check weight of 0, a `drain` state) takes it out of every proxy's candidates.
+    fn deliver(&mut self, b: usize, report: Report, draining: bool) {
         for proxy in &mut self.proxies {
+            if draining {
+                proxy.believe(b, false, self.now, &mut self.policy_rng);
+                continue;
+            }
             let view = &mut proxy.views[b];
             if !view.alive {
                 continue; // a report from before a death, arriving late: ignored
@@ -778,6 +816,19 @@ impl<'a> Engine<'a> {
         if !self.backends[b].alive {
             return;
         }
+        self.take_down(b, EndReason::BackendLost);
+        if let Some(down) = failure.down_for_s {
+            self.queue.push(self.now + down, Event::Revive(f as u32));
+        }
+    }
+
+    fn revive(&mut self, f: usize) {
+        self.bring_up(self.sc.failures[f].backend as usize);
+    }
+
+    /// Backend `b`'s process goes: every session open on it ends with `reason`, and the
+    /// balancer's health check notices a little later.
+    fn take_down(&mut self, b: usize, reason: EndReason) {
         let lost: Vec<u32> = (0..self.sessions.len() as u32)
             .filter(|&id| {
                 let s = &self.sessions[id as usize];
@@ -785,40 +836,27 @@ impl<'a> Engine<'a> {
             })
             .collect();
         for id in lost {
-            self.end(id, EndReason::BackendLost);
+            self.end(id, reason);
         }
         self.backends[b].die(self.now, &self.sc.cpu, self.costs);
         let check = self.now + self.sc.reports.health_check_s;
         self.queue.push(check, Event::HealthCheck(b as u32));
-        if let Some(down) = failure.down_for_s {
-            self.queue.push(self.now + down, Event::Revive(f as u32));
-        }
     }
 
-    fn revive(&mut self, f: usize) {
-        let b = self.sc.failures[f].backend as usize;
+    /// Backend `b` is back, empty; the health check notices a little later.
+    fn bring_up(&mut self, b: usize) {
         self.backends[b].revive(self.now, &self.sc.cpu, self.costs);
         let check = self.now + self.sc.reports.health_check_s;
         self.queue.push(check, Event::HealthCheck(b as u32));
     }
 
-    /// Every proxy's belief catches up with the truth.
+    /// Every proxy's belief catches up with the truth: whether `b` takes new sessions
+    /// (a draining backend fails its health check, as a dead one does).
     fn health_check(&mut self, b: usize) {
-        let alive = self.backends[b].alive;
+        let admitting = self.backends[b].admitting();
         let mut came_up = false;
         for proxy in &mut self.proxies {
-            let view = &mut proxy.views[b];
-            if view.alive == alive {
-                continue;
-            }
-            view.alive = alive;
-            view.report = None;
-            view.sent_since_report = 0;
-            if alive {
-                proxy.policy.on_backend_up(b, self.now);
-                came_up = true;
-            }
-            proxy.touched(b, self.now, &mut self.policy_rng);
+            came_up |= proxy.believe(b, admitting, self.now, &mut self.policy_rng);
         }
         if came_up {
             self.take_report(b);
@@ -833,7 +871,7 @@ impl<'a> Engine<'a> {
     }
 
     fn finish(
-        self,
+        mut self,
     ) -> (
         crate::Summary,
         Vec<crate::SpreadSample>,
@@ -855,6 +893,8 @@ impl<'a> Engine<'a> {
             let open: u64 = proxy.views.iter().map(|v| v.open).sum();
             assert_eq!(open, 0, "proxy {p} still counts {open} open streams");
         }
+        // A restart still under way when the run ends: its window ends with the run.
+        self.collector.restart_window(false, self.now);
         self.collector.finish(&self.backends)
     }
 }

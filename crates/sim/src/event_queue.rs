@@ -38,6 +38,12 @@ pub(crate) enum Event {
     ProbeReply(u32),
     /// A session's first stream reaches its proxy (index into the in-flight latencies).
     FirstStream(u32),
+    /// A backend is told to restart (the rolling restart's next one).
+    Restart(u32),
+    /// A draining backend's deadline: the sessions still open end, it exits.
+    DrainDeadline(u32),
+    /// A restarted backend's replacement is ready.
+    Restarted(u32),
 }
 
 #[derive(Debug, Clone)]

@@ -37,7 +37,9 @@
 //!   in which every open session speaks at once.
 //! * **Backends**: sizes, a hard session limit (rejects past it), a CPU curve that bends up
 //!   near saturation, startup latency and time-to-first-stream that grow as 1 ÷ (1 − u)
-//!   (M/M/1), deaths that count every session out, stale or lost or delayed reports.
+//!   (M/M/1), deaths that count every session out, stale or lost or delayed reports, and
+//!   rolling restarts ([`RollingRestart`]) that cut every open session or drain them up
+//!   to a deadline.
 //!   Sessions may differ in their work (a log-normal cost factor), and backends may be slow
 //!   in a way their CPU does not show.
 //! * **The balancer** — one proxy or several independent ones — sees only reports, its own
@@ -78,11 +80,11 @@ mod validate;
 pub use engine::{run, run_policy};
 pub use scenario::{
     Arrivals, BackendGroup, Balancer, Capacity, CounterKind, Cpu, DurationDist, Failure, Latency,
-    Pattern, Reports, Scenario, Sessions, Stale, Wave,
+    Pattern, Reports, RestartMode, RollingRestart, Scenario, Sessions, Stale, Wave,
 };
 pub use scenario_error::ScenarioError;
 pub use sim_result::{
     AcrossSeeds, CdfPoint, CounterAccuracy, MetricStats, Percentiles, PolicyResult, PolicyStats,
-    ScenarioResult, SpreadSample, Summary,
+    RestartSummary, ScenarioResult, SpreadSample, Summary,
 };
 pub use sim_rng::SimRng;

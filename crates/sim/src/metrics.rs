@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use crate::backend::Backend;
 use crate::session_plan::EndReason;
-use crate::sim_result::{CdfPoint, CounterAccuracy, Percentiles, SpreadSample, Summary};
+use crate::sim_result::{
+    CdfPoint, CounterAccuracy, Percentiles, RestartSummary, SpreadSample, Summary,
+};
 
 /// CDF points kept per latency distribution (for plots; percentiles use every sample).
 const CDF_POINTS: usize = 200;
@@ -21,9 +23,21 @@ pub(crate) struct Collector {
     cv_sum: f64,
     range_sum: f64,
     peak_ratio_sum: f64,
+    /// A rolling restart's counts, when the scenario has one.
+    restart: Option<RestartSummary>,
+    /// When the restart window opened, while it is open.
+    window_from: Option<f64>,
 }
 
 impl Collector {
+    /// A collector that also counts a rolling restart's costs when `restart` is set.
+    pub(crate) fn new(restart: bool) -> Self {
+        Self {
+            restart: restart.then(RestartSummary::default),
+            ..Self::default()
+        }
+    }
+
     /// Sessions assigned and not yet ended.
     pub(crate) fn open(&self) -> u64 {
         self.summary.assigned - self.ended.iter().sum::<u64>()
@@ -32,12 +46,40 @@ impl Collector {
     pub(crate) fn assigned(&mut self, overloaded: bool, startup_ms: f64, first_ms: f64) {
         self.summary.assigned += 1;
         self.summary.overloaded_assignments += u64::from(overloaded);
+        if self.window_from.is_some()
+            && let Some(r) = &mut self.restart
+        {
+            r.window_assigned += 1;
+            r.window_overloaded += u64::from(overloaded);
+        }
         self.startup.push(startup_ms as f32);
         self.first_stream.push(first_ms as f32);
     }
 
     pub(crate) fn ended(&mut self, reason: EndReason) {
         self.ended[reason as usize] += 1;
+        if reason == EndReason::Shutdown
+            && let Some(r) = &mut self.restart
+        {
+            r.cut += 1;
+        }
+    }
+
+    /// An arrival refused by a backend being restarted (already counted as rejected).
+    pub(crate) fn restart_refused(&mut self) {
+        if let Some(r) = &mut self.restart {
+            r.refused += 1;
+        }
+    }
+
+    /// The rolling restart's window opens (the first restart) or closes (the last
+    /// backend is back) at `now`.
+    pub(crate) fn restart_window(&mut self, open: bool, now: f64) {
+        if open {
+            self.window_from = Some(now);
+        } else if let (Some(from), Some(r)) = (self.window_from.take(), &mut self.restart) {
+            r.window_s = now - from;
+        }
     }
 
     /// Samples the fleet at `t`: spread over alive backends and counter accuracy.
@@ -113,6 +155,10 @@ impl Collector {
             .map(|r| (r.name().to_owned(), self.ended[*r as usize]))
             .collect::<BTreeMap<_, _>>();
         s.overloaded_rate = ratio(s.overloaded_assignments, s.assigned);
+        s.restart = self.restart.map(|r| RestartSummary {
+            window_overloaded_rate: ratio(r.window_overloaded, r.window_assigned),
+            ..r
+        });
         s.overloaded_time_share = ratio(self.over_samples, self.backend_samples);
         let samples = self.spread.len().max(1) as f64;
         s.spread_cv_mean = self.cv_sum / samples;

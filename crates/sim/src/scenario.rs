@@ -79,6 +79,9 @@ pub struct Scenario {
     /// Moments when every open session speaks at once.
     #[serde(default)]
     pub waves: Vec<Wave>,
+    /// Every backend restarted in turn (a deploy); absent = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_restart: Option<RollingRestart>,
 }
 
 fn default_seed() -> u64 {
@@ -402,6 +405,77 @@ pub struct Failure {
     /// Downtime; absent = never comes back.
     #[serde(default)]
     pub down_for_s: Option<f64>,
+}
+
+/// What a backend does with its open sessions when it is told to restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestartMode {
+    /// Exits at once: every open session ends `shutdown` (what a bare SIGTERM does).
+    Cut,
+    /// Stops admitting, lets its sessions end on their own until `drain_deadline_s`, ends
+    /// the rest `shutdown`, then exits (as soon as it is empty, if that is earlier).
+    Drain,
+}
+
+/// A rolling restart: backends 0, 1, … restarted one at a time. Backend i + 1 starts its
+/// restart `gap_s` after backend i is back (a Kubernetes rolling update with one
+/// unavailable at a time, `minReadySeconds = gap_s`).
+///
+/// ```
+/// use livecount_sim::{RestartMode, Scenario};
+///
+/// let s = Scenario::from_toml_str(r#"
+///     description = "a deploy"
+///     duration_s = 600
+///     [arrivals]
+///     target_concurrent = 100
+///     [sessions]
+///     duration = "lognormal"
+///     mean_s = 60
+///     [[backends]]
+///     count = 4
+///     [rolling_restart]
+///     start_s = 60
+///     mode = "drain"
+///     drain_deadline_s = 60
+///     restart_s = 20
+/// "#, "inline.toml")?;
+/// let r = s.rolling_restart.as_ref().unwrap();
+/// assert_eq!((r.mode, r.gap_s), (RestartMode::Drain, 0.0));
+/// // Each of 4 backends: at most 60 s draining and 20 s away.
+/// assert_eq!(r.latest_end(s.backend_count()), 60.0 + 4.0 * 80.0);
+/// # Ok::<(), livecount_sim::ScenarioError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollingRestart {
+    /// When backend 0 is told to restart.
+    pub start_s: f64,
+    /// `cut` or `drain`.
+    pub mode: RestartMode,
+    /// `drain` only: how long a draining backend waits for its sessions before it ends
+    /// the rest.
+    #[serde(default)]
+    pub drain_deadline_s: Option<f64>,
+    /// How long a backend is away, from its exit until its replacement is ready.
+    pub restart_s: f64,
+    /// Pause between one backend being back and the next one's restart.
+    #[serde(default)]
+    pub gap_s: f64,
+}
+
+impl RollingRestart {
+    /// The latest instant the last of `backends` can be back: every drain running to its
+    /// deadline.
+    pub fn latest_end(&self, backends: usize) -> f64 {
+        let drain = match self.mode {
+            RestartMode::Cut => 0.0,
+            RestartMode::Drain => self.drain_deadline_s.unwrap_or(0.0),
+        };
+        let each = drain + self.restart_s;
+        self.start_s + backends as f64 * each + backends.saturating_sub(1) as f64 * self.gap_s
+    }
 }
 
 /// Every open session speaks during `[at_s, at_s + for_s)`.

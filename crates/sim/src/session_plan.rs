@@ -16,15 +16,18 @@ pub(crate) enum EndReason {
     Disconnected,
     /// Its backend died.
     BackendLost,
+    /// Its backend ended it to restart: at once (`cut`), or at the drain deadline.
+    Shutdown,
 }
 
 impl EndReason {
-    pub(crate) const ALL: [EndReason; 5] = [
+    pub(crate) const ALL: [EndReason; 6] = [
         Self::Completed,
         Self::TimedOut,
         Self::Cancelled,
         Self::Disconnected,
         Self::BackendLost,
+        Self::Shutdown,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -34,12 +37,17 @@ impl EndReason {
             Self::Cancelled => "cancelled",
             Self::Disconnected => "disconnected",
             Self::BackendLost => "backend_lost",
+            Self::Shutdown => "shutdown",
         }
     }
 
-    /// Whether a naive counter (decrement on a clean close only) sees this end.
+    /// Whether a naive counter (decrement on a clean close only) sees this end. A
+    /// shutdown is the server's own close (and its process, counter and all, exits next).
     pub(crate) fn is_clean(self) -> bool {
-        matches!(self, Self::Completed | Self::TimedOut | Self::Cancelled)
+        matches!(
+            self,
+            Self::Completed | Self::TimedOut | Self::Cancelled | Self::Shutdown
+        )
     }
 }
 

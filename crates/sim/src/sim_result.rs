@@ -96,7 +96,7 @@ pub struct Summary {
     /// No backend to send to (every backend known dead).
     pub dropped: u64,
     /// Assigned sessions by how they ended (completed, timed_out, cancelled,
-    /// disconnected, backend_lost); sums to `assigned` after the drain.
+    /// disconnected, backend_lost, shutdown); sums to `assigned` after the drain.
     pub ended: BTreeMap<String, u64>,
     /// Assignments to a backend whose utilisation was above target at that moment.
     pub overloaded_assignments: u64,
@@ -120,6 +120,29 @@ pub struct Summary {
     pub first_stream_ms: Percentiles,
     /// Counter accuracy after forced disconnects and deaths.
     pub counter: CounterAccuracy,
+    /// What a rolling restart cost, when the scenario has one (absent from older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartSummary>,
+}
+
+/// The cost of a rolling restart. Its window runs from the first backend's restart to
+/// the last one being back (ready, whether or not the balancer has seen it yet).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct RestartSummary {
+    /// Open sessions the restart ended (`shutdown`): all of a backend's at once in `cut`
+    /// mode, those still open at the drain deadline in `drain` mode.
+    pub cut: u64,
+    /// Arrivals refused by a backend being restarted (draining, or away), sent there
+    /// before the balancer knew (also counted in `rejected`).
+    pub refused: u64,
+    /// Seconds from the first restart to the last backend back.
+    pub window_s: f64,
+    /// Assignments in the window.
+    pub window_assigned: u64,
+    /// Of those, to a backend above target utilisation: the backends taking the load.
+    pub window_overloaded: u64,
+    /// `window_overloaded / window_assigned`.
+    pub window_overloaded_rate: f64,
 }
 
 /// p50 / p95 / p99 / max.

@@ -2,7 +2,7 @@
 
 use crate::ScenarioError;
 use crate::policy;
-use crate::scenario::{Pattern, Scenario};
+use crate::scenario::{Pattern, RestartMode, Scenario};
 
 /// Largest fleet and longest run accepted (keeps a typo from eating the machine).
 const MAX_BACKENDS: usize = 100_000;
@@ -77,7 +77,52 @@ impl Scenario {
         self.validate_arrivals(&c)?;
         self.validate_sessions(&c)?;
         self.validate_fleet(&c)?;
-        self.validate_reports(&c)
+        self.validate_reports(&c)?;
+        self.validate_rolling_restart(&c)
+    }
+
+    fn validate_rolling_restart(&self, c: &Checker<'_>) -> Result<(), ScenarioError> {
+        let Some(r) = &self.rolling_restart else {
+            return Ok(());
+        };
+        c.non_negative("rolling_restart.start_s", r.start_s, MAX_DURATION_S)?;
+        c.positive("rolling_restart.restart_s", r.restart_s, MAX_DURATION_S)?;
+        c.non_negative("rolling_restart.gap_s", r.gap_s, MAX_DURATION_S)?;
+        match r.mode {
+            RestartMode::Drain => c.positive(
+                "rolling_restart.drain_deadline_s",
+                r.drain_deadline_s.unwrap_or(f64::NAN),
+                MAX_DURATION_S,
+            )?,
+            RestartMode::Cut if r.drain_deadline_s.is_some() => {
+                return Err(c.fail(
+                    "rolling_restart.drain_deadline_s",
+                    "(set)",
+                    "only with mode = \"drain\"",
+                ));
+            }
+            RestartMode::Cut => {}
+        }
+        if !self.failures.is_empty() {
+            return Err(c.fail(
+                "rolling_restart",
+                "(set, with [[failures]])",
+                "a rolling restart or [[failures]], not both",
+            ));
+        }
+        let end = r.latest_end(self.backend_count());
+        if end > self.duration_s {
+            return Err(c.fail(
+                "rolling_restart",
+                format!("ending as late as {end} s"),
+                &format!(
+                    "start_s + backends × (drain_deadline_s + restart_s) + (backends − 1) × \
+                     gap_s ≤ duration_s = {}",
+                    self.duration_s
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn validate_arrivals(&self, c: &Checker<'_>) -> Result<(), ScenarioError> {

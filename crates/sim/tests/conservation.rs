@@ -50,6 +50,12 @@ fn shortened(name: &str) -> Scenario {
     if let Some(at) = &mut s.arrivals.at_s {
         *at *= k;
     }
+    if let Some(r) = &mut s.rolling_restart {
+        r.start_s *= k;
+        r.restart_s *= k;
+        r.gap_s *= k;
+        r.drain_deadline_s = r.drain_deadline_s.map(|d| d * k);
+    }
     s
 }
 
@@ -81,6 +87,8 @@ mod bundled_scenario_shortened {
         high_variance_costs,
         long_vs_short,
         multi_proxy,
+        rolling_restart,
+        rolling_restart_cut,
         silent_then_speaking,
         silent_wake_together,
         slow_backends,
@@ -283,6 +291,39 @@ proptest! {
             "naive ghosts {} > disconnected {disconnected}: {m:?}",
             m.counter.naive_final_error
         );
+    }
+
+    #[test]
+    fn random_rolling_restarts_conserve_sessions(
+        p in params(),
+        drain in any::<bool>(),
+        shares in (0.05..=1.0f64, 0.05..=1.0f64, 0.0..=1.0f64),
+    ) {
+        // Each backend gets at most 3 units (deadline, away, gap), all of them 80 % of the
+        // run after its first tenth: the restart always fits.
+        let n = p.backends.len() as f64;
+        let unit = 0.8 * p.duration_s / (3.0 * n);
+        let mut text = to_toml(&Params { failures: Vec::new(), ..p.clone() });
+        let mode = if drain { "drain" } else { "cut" };
+        let _ = writeln!(
+            text,
+            "[rolling_restart]\nstart_s = {:?}\nmode = \"{mode}\"\nrestart_s = {:?}\ngap_s = {:?}",
+            0.1 * p.duration_s,
+            unit * shares.1,
+            unit * shares.2,
+        );
+        if drain {
+            let _ = writeln!(text, "drain_deadline_s = {:?}", unit * shares.0);
+        }
+        let s = Scenario::from_toml_str(&text, "random.toml")
+            .unwrap_or_else(|e| panic!("generated an invalid scenario: {e}\n{text}"));
+        let mut result = run(&s, &[policy::NAMES[p.policy].to_owned()], &mut |_, _| {});
+        let r = result.policies.remove(0);
+        check_conservation(&r);
+        let restart = r.summary.restart.expect("a rolling restart ran");
+        prop_assert_eq!(restart.cut, r.summary.ended["shutdown"]);
+        prop_assert!(restart.refused <= r.summary.rejected);
+        prop_assert!(restart.window_overloaded <= restart.window_assigned);
     }
 
     #[test]

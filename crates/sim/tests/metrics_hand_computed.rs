@@ -66,6 +66,7 @@ fn ends(nonzero: &[(&str, u64)]) -> BTreeMap<String, u64> {
         "cancelled",
         "disconnected",
         "backend_lost",
+        "shutdown",
     ]
     .iter()
     .map(|r| ((*r).to_owned(), 0))

@@ -162,6 +162,72 @@ fn both_rate_and_target_concurrent_are_invalid() {
     expect_invalid(&neither, "arrivals");
 }
 
+/// VALID (60 s, two backends) with a rolling restart of these keys.
+fn restart(keys: &str) -> String {
+    format!("{VALID}[rolling_restart]\n{keys}\n")
+}
+
+const DRAIN: &str = "start_s = 10\nmode = \"drain\"\nrestart_s = 5\ngap_s = 2";
+
+#[test]
+fn a_valid_rolling_restart_parses() {
+    // Worst case: 10 + 2 × (20 + 5) + 2 = 62 > 60; with a 19 s deadline, 60.
+    parse(&restart(&format!("{DRAIN}\ndrain_deadline_s = 19"))).expect("fits the run");
+    parse(&restart("start_s = 0\nmode = \"cut\"\nrestart_s = 5")).expect("cut, no gap");
+}
+
+#[test]
+fn a_bad_drain_deadline_is_invalid_naming_it() {
+    for d in ["-1", "0", "nan", "inf"] {
+        let text = restart(&format!("{DRAIN}\ndrain_deadline_s = {d}"));
+        expect_invalid(&text, "rolling_restart.drain_deadline_s");
+    }
+    // Missing in drain mode, present in cut mode.
+    expect_invalid(&restart(DRAIN), "rolling_restart.drain_deadline_s");
+    let cut = DRAIN.replace("drain\"", "cut\"") + "\ndrain_deadline_s = 5";
+    let err = expect_error(&restart(&cut), "only with mode = \"drain\"");
+    assert_eq!(err.key(), Some("rolling_restart.drain_deadline_s"));
+}
+
+#[test]
+fn an_unknown_restart_mode_is_a_parse_error_naming_the_key() {
+    let text = restart(&DRAIN.replace("drain\"", "gentle\""));
+    let err = expect_error(&text, "gentle");
+    assert!(matches!(err, ScenarioError::Parse { .. }), "{err:?}");
+    assert!(err.to_string().contains("mode"), "{err}");
+}
+
+#[test]
+fn bad_restart_times_are_invalid_naming_the_key() {
+    let cut = "mode = \"cut\"";
+    expect_invalid(
+        &restart(&format!("{cut}\nstart_s = -1\nrestart_s = 5")),
+        "rolling_restart.start_s",
+    );
+    expect_invalid(
+        &restart(&format!("{cut}\nstart_s = 1\nrestart_s = 0")),
+        "rolling_restart.restart_s",
+    );
+    expect_invalid(
+        &restart(&format!("{cut}\nstart_s = 1\nrestart_s = 5\ngap_s = nan")),
+        "rolling_restart.gap_s",
+    );
+}
+
+#[test]
+fn a_rolling_restart_running_past_the_arrivals_is_invalid() {
+    // 10 + 2 × (20 + 5) + 2 = 62 s in the worst case, past the 60 s of arrivals.
+    let text = restart(&format!("{DRAIN}\ndrain_deadline_s = 20"));
+    let err = expect_error(&text, "duration_s = 60");
+    assert_eq!(err.key(), Some("rolling_restart"));
+    // And a rolling restart does not mix with [[failures]].
+    let both = format!(
+        "{}[[failures]]\nbackend = 1\nat_s = 10\n",
+        restart("mode = \"cut\"\nstart_s = 1\nrestart_s = 5")
+    );
+    expect_invalid(&both, "rolling_restart");
+}
+
 #[test]
 fn loading_a_missing_file_is_an_io_error_naming_it() {
     let path = std::env::temp_dir().join("livecount-sim-no-such-scenario.toml");

@@ -154,6 +154,7 @@ pub(crate) mod tests {
                 naive_final_error: 7 * i,
                 naive_max_error: 11 * i,
             },
+            restart: None,
         }
     }
 
