@@ -150,6 +150,48 @@ pub(super) const COLUMNS: &[Column] = &[
     ),
 ];
 
+/// Shown after [`COLUMNS`] when the scenario has a rolling restart (older results and other
+/// scenarios keep their tables).
+pub(super) const RESTART_COLUMNS: &[Column] = &[
+    col(
+        "restart: sessions cut",
+        "rr-cut",
+        |s| s.restart.map_or(0.0, |r| r.cut as f64),
+        Format::Count,
+        false,
+    ),
+    col(
+        "restart: refused",
+        "rr-refused",
+        |s| s.restart.map_or(0.0, |r| r.refused as f64),
+        Format::Count,
+        false,
+    ),
+    col(
+        "restart window: overloaded assignments (%)",
+        "rr-ovl-asg%",
+        |s| s.restart.map_or(0.0, |r| r.window_overloaded_rate),
+        Format::Percent,
+        false,
+    ),
+];
+
+/// The columns of `result`'s tables: [`COLUMNS`], then [`RESTART_COLUMNS`] when any
+/// policy's run had a rolling restart.
+pub(super) fn columns(result: &ScenarioResult) -> Vec<&'static Column> {
+    let restart = result.policies.iter().any(|p| p.summary.restart.is_some());
+    let extra = if restart { RESTART_COLUMNS } else { &[] };
+    COLUMNS.iter().chain(extra).collect()
+}
+
+/// The column called `short`, among all there are.
+pub(super) fn column(short: &str) -> Option<&'static Column> {
+    COLUMNS
+        .iter()
+        .chain(RESTART_COLUMNS)
+        .find(|c| c.short == short)
+}
+
 const fn col(
     header: &'static str,
     short: &'static str,
@@ -278,13 +320,13 @@ fn header(out: &mut String, r: &ScenarioResult, meta: &RunMeta) {
 }
 
 /// The header row and the alignment row of a policies × metrics table.
-fn table_head(out: &mut String) {
+fn table_head(out: &mut String, columns: &[&Column]) {
     out.push_str("| policy |");
-    for c in COLUMNS {
+    for c in columns {
         let _ = write!(out, " {} |", c.header);
     }
     out.push_str("\n|---|");
-    out.push_str(&"---:|".repeat(COLUMNS.len()));
+    out.push_str(&"---:|".repeat(columns.len()));
     out.push('\n');
 }
 
@@ -292,17 +334,34 @@ const FOOTNOTE: &str = "\nOverloaded = above the target utilisation. CV and max�
     sessions across alive backends, averaged over samples; counter errors are summed over \
     backends.\n\n";
 
+const RESTART_FOOTNOTE: &str = "Rolling restart: *sessions cut* are the open sessions the \
+    restart ended (`shutdown`: all of a backend's at its restart in `cut` mode, those still open \
+    at the drain deadline in `drain` mode); *refused* are arrivals sent to a backend being \
+    restarted before the balancer knew (also in rejected); the restart window runs from the \
+    first restart until the last backend is back, and its overloaded assignments are those \
+    of the window only, to the backends taking the load (the overloaded assignments column \
+    is the whole run's, fleet-wide).\n\n";
+
+/// The footnotes under a table with `columns`.
+fn footnotes(out: &mut String, columns: &[&Column]) {
+    out.push_str(FOOTNOTE);
+    if columns.len() > COLUMNS.len() {
+        out.push_str(RESTART_FOOTNOTE);
+    }
+}
+
 fn table(out: &mut String, r: &ScenarioResult) {
     out.push_str("## Results\n\n");
-    table_head(out);
+    let columns = columns(r);
+    table_head(out, &columns);
     for p in &r.policies {
         let _ = write!(out, "| {} |", escape(&p.policy));
-        for c in COLUMNS {
+        for c in &columns {
             let _ = write!(out, " {} |", c.cell(&p.summary));
         }
         out.push('\n');
     }
-    out.push_str(FOOTNOTE);
+    footnotes(out, &columns);
 }
 
 fn best(out: &mut String, r: &ScenarioResult) {
@@ -311,7 +370,7 @@ fn best(out: &mut String, r: &ScenarioResult) {
         out.push_str("No policies were run.\n\n");
         return;
     }
-    for c in COLUMNS {
+    for c in columns(r) {
         let line = match c.best(r) {
             Some((_, w)) if r.policies.len() > 1 && w.len() == r.policies.len() => {
                 format!("all tied at {}", c.cell(&r.policies[0].summary))
@@ -336,15 +395,22 @@ fn table_across_seeds(out: &mut String, r: &ScenarioResult) {
         n.saturating_sub(1),
         seed_list(&stats.seeds)
     );
-    table_head(out);
+    let columns = columns(r);
+    table_head(out, &columns);
     for p in &stats.policies {
         let _ = write!(out, "| {} |", escape(&p.policy));
-        for (c, m) in COLUMNS.iter().zip(&p.metrics) {
-            let _ = write!(out, " {} |", c.cell_stats(m));
+        for c in &columns {
+            // By name: results written before a column existed lack its statistics.
+            let cell = p
+                .metrics
+                .iter()
+                .find(|m| m.metric == c.short)
+                .map_or_else(|| "–".to_owned(), |m| c.cell_stats(m));
+            let _ = write!(out, " {cell} |");
         }
         out.push('\n');
     }
-    out.push_str(FOOTNOTE);
+    footnotes(out, &columns);
 }
 
 /// `1, 2, …, 20` as `1–20` when consecutive.
@@ -366,7 +432,7 @@ fn best_across_seeds(out: &mut String, r: &ScenarioResult) {
          only when its 95 % interval clears every other policy's; otherwise the policies \
          whose intervals overlap the best mean's are listed, best first, and nothing is claimed.\n\n",
     );
-    for c in COLUMNS {
+    for c in columns(r) {
         let line = match verdict(r, c.short) {
             Some(Verdict::Wins(p)) => format!("**{}**", escape(&p)),
             Some(Verdict::Overlap(ps)) => format!("no clear winner: {}", escape(&ps.join(", "))),
@@ -469,6 +535,55 @@ mod tests {
         assert!(md.contains("- **tracked err final**: all tied"), "{md}");
         assert!(md.contains("Of the first seed's run (42)."), "{md}");
         assert!(!md.contains("## Results\n"), "no single-seed table: {md}");
+    }
+
+    #[test]
+    fn restart_columns_appear_only_with_a_rolling_restart() {
+        let plain = render(&fake_result(), &meta());
+        assert!(!plain.contains("restart: sessions cut"), "{plain}");
+        let mut r = fake_result();
+        for (i, p) in r.policies.iter_mut().enumerate() {
+            p.summary.restart = Some(crate::RestartSummary {
+                cut: 40 + i as u64,
+                refused: 2,
+                window_assigned: 200,
+                window_overloaded: 10,
+                window_overloaded_rate: 0.05,
+                window_s: 300.0,
+            });
+        }
+        let md = render(&r, &meta());
+        assert!(
+            md.contains("| restart: sessions cut | restart: refused | restart window: overloaded assignments (%) |"),
+            "{md}"
+        );
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| round-robin |"))
+            .unwrap();
+        assert!(row.ends_with("| 41 | 2 | 5.0 |"), "{row}");
+        assert!(
+            md.contains("- **restart: sessions cut**: least-conn (40)"),
+            "{md}"
+        );
+        let merged = crate::report::combine(vec![r.clone(), r]);
+        let stats = &merged.across_seeds.as_ref().unwrap().policies[0].metrics;
+        assert_eq!(stats.last().unwrap().metric, "rr-ovl-asg%");
+        assert_eq!(
+            crate::report::verdict(&merged, "rr-cut"),
+            Some(crate::report::Verdict::Wins("least-conn".into()))
+        );
+    }
+
+    #[test]
+    fn results_written_before_the_restart_fields_still_parse() {
+        let mut json = serde_json::to_value(fake_result()).unwrap();
+        for p in json["policies"].as_array_mut().unwrap() {
+            let summary = p["summary"].as_object_mut().unwrap();
+            assert!(summary.remove("restart").is_none(), "absent when None");
+        }
+        let back: ScenarioResult = serde_json::from_value(json).unwrap();
+        assert_eq!(back.policies[0].summary.restart, None);
     }
 
     #[test]

@@ -57,19 +57,16 @@ pub fn write_all(result: &ScenarioResult, dir: &Path, meta: &RunMeta) -> io::Res
 /// (policy names left-aligned, numbers right-aligned).
 #[must_use]
 pub fn comparison_table(result: &ScenarioResult) -> String {
-    let mut rows = vec![header_row()];
+    let columns = markdown::columns(result);
+    let mut header = vec!["policy".to_string()];
+    header.extend(columns.iter().map(|c| c.short.to_string()));
+    let mut rows = vec![header];
     rows.extend(result.policies.iter().map(|p| {
         let mut row = vec![p.policy.clone()];
-        row.extend(markdown::COLUMNS.iter().map(|c| c.cell(&p.summary)));
+        row.extend(columns.iter().map(|c| c.cell(&p.summary)));
         row
     }));
     align(&rows)
-}
-
-fn header_row() -> Vec<String> {
-    let mut row = vec!["policy".to_string()];
-    row.extend(markdown::COLUMNS.iter().map(|c| c.short.to_string()));
-    row
 }
 
 /// Pads every cell to its column's width: the first column left-aligned, the rest right.

@@ -1,7 +1,7 @@
 //! Many seeds of one scenario: each metric's mean and 95 % interval, and which policy wins
 //! a metric only when its interval clears every other policy's.
 
-use super::markdown::COLUMNS;
+use super::markdown::{column, columns};
 use crate::sim_result::{AcrossSeeds, MetricStats, PolicyStats, ScenarioResult};
 
 /// Merges runs of one scenario with different seeds: the first run (its time series and
@@ -43,8 +43,8 @@ pub fn combine(mut runs: Vec<ScenarioResult>) -> ScenarioResult {
     let policies = (0..names.len())
         .map(|i| PolicyStats {
             policy: names[i].to_owned(),
-            metrics: COLUMNS
-                .iter()
+            metrics: columns(&runs[0])
+                .into_iter()
                 .map(|c| {
                     let values: Vec<f64> = runs
                         .iter()
@@ -112,7 +112,7 @@ pub enum Verdict {
 /// result has no across-seeds statistics or no such metric.
 #[must_use]
 pub fn verdict(result: &ScenarioResult, metric: &str) -> Option<Verdict> {
-    let column = COLUMNS.iter().find(|c| c.short == metric)?;
+    let column = column(metric)?;
     let stats = result.across_seeds.as_ref()?;
     let of = |p: &PolicyStats| p.metrics.iter().find(|m| m.metric == metric).cloned();
     let rows: Vec<(&str, MetricStats)> = stats
