@@ -9,12 +9,12 @@
 //! the limits every session runs under and the endings they cause are the libraries'; what
 //! is the agent's own is its protocol ([`conversation`](crate::conversation)).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use livecount_report::{LoadBoard, LoadReport, PrequalEstimator};
-use livecount_session::{EndReason, SessionTracker};
-use livecount_tower::WebSocketSessions;
-use tokio::sync::watch;
+use livecount_session::SessionTracker;
+use livecount_tower::{Drained, WebSocketSessions};
 use tokio_util::sync::CancellationToken;
 
 use crate::AgentConfig;
@@ -35,9 +35,12 @@ pub struct Agent {
     /// Every session's time to first chunk at the RIF of its `speak`
     /// ([`FirstChunkClock`]), for `/prequal`.
     pub prequal: Arc<PrequalEstimator>,
-    /// Cancelled when shutdown begins: WebSocket upgrades are refused from then on and
-    /// gRPC calls are not counted (both answered "draining").
+    /// Cancelled when the drain begins (SIGTERM): WebSocket upgrades are refused from then
+    /// on, and the open sockets' handlers see it. The tracker's own drain refuses gRPC calls
+    /// too (see [`RunningAgent::shutdown`](crate::RunningAgent::shutdown)).
     pub shutdown: CancellationToken,
+    /// Cancelled when the drain is over: the servers stop accepting and finish.
+    pub(crate) stop: CancellationToken,
 }
 
 impl Agent {
@@ -55,6 +58,7 @@ impl Agent {
             board: Arc::new(board),
             prequal,
             shutdown: CancellationToken::new(),
+            stop: CancellationToken::new(),
             config,
         }
     }
@@ -88,17 +92,12 @@ impl Agent {
         self.board.publish(self.tracker.snapshot())
     }
 
-    /// Becomes `true` when shutdown begins (the board starts draining).
-    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.board.draining_signal()
-    }
-
-    /// Begins shutdown: the board drains (agent-check says `drain`, ORCA streams end), new
-    /// sessions are refused, and every open one ends `Shutdown` (WebSocket close 1001, gRPC
-    /// `UNAVAILABLE`).
-    pub(crate) fn begin_shutdown(&self) {
+    /// The drain, from the signal to its deadline (`--drain-secs`), or until `hurry`
+    /// resolves: new sessions refused with their retry hint, every signal says draining,
+    /// the open sessions finish, the rest end `Shutdown` (WebSocket 1012, gRPC
+    /// `UNAVAILABLE`); see [`livecount_tower::drain`].
+    pub(crate) async fn drain(&self, hurry: impl Future<Output = ()>) -> Drained {
         self.shutdown.cancel();
-        self.board.set_draining(self.tracker.snapshot());
-        self.tracker.end_all(EndReason::Shutdown);
+        livecount_tower::drain(&self.tracker, &self.board, self.config.drain, hurry).await
     }
 }

@@ -55,7 +55,8 @@ pub struct AgentConfig {
     pub cores: f64,
     /// Seconds between load reports (also the capacity model's window and interval).
     pub report_interval: Duration,
-    /// Time given to open sessions on shutdown before they are ended `Shutdown`.
+    /// The drain's deadline: after SIGTERM, open sessions may finish this long (new ones
+    /// are refused); the ones still open then end `Shutdown`.
     pub drain: Duration,
     /// Hybrid capacity model parameters.
     pub capacity: CapacityConfig,
@@ -175,7 +176,9 @@ pub struct ServeArgs {
     #[arg(long = "report-secs", value_name = "S", default_value = "1",
           allow_negative_numbers = true, value_parser = seconds(MIN_REPORT_SECS, MAX_REPORT_SECS))]
     report_interval: Duration,
-    /// Grace period for open sessions on shutdown, seconds, 0..=604800 (a week)
+    /// Drain deadline after SIGTERM: new sessions are refused at once, open ones may finish
+    /// for S seconds, then the rest end (WebSocket 1012, gRPC UNAVAILABLE); a second SIGTERM
+    /// ends the drain at once. Seconds, 0..=604800 (a week)
     #[arg(long = "drain-secs", value_name = "S", default_value = "2",
           allow_negative_numbers = true, value_parser = seconds(0.0, MAX_SECS))]
     drain: Duration,

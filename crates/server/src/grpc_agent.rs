@@ -19,7 +19,7 @@
 //! | client reset or dropped the call after half-closing (the transport drops the response) | `Cancelled` | — |
 //! | connection lost, or the stream reset with another code (a proxy's `INTERNAL_ERROR` for its client's lost connection; the request body fails; *layer*) | `Disconnected` | — |
 //! | the client's `grpc-timeout` passed (*layer*) | `TimedOut` | `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)" |
-//! | shutdown | `Shutdown` | `UNAVAILABLE` "server shutting down" |
+//! | the drain's deadline (`--drain-secs` after SIGTERM; a second SIGTERM brings it forward) | `Shutdown` | `UNAVAILABLE` "server shutting down" |
 //! | bad frame: empty oneof, `chunks` out of range (an `Error` frame first) | `Failed` | `INVALID_ARGUMENT` with the error |
 //! | undecodable message: bad protobuf bytes, compressed flag without `grpc-encoding`, a length prefix past the end of the stream (an `Error` frame first) | `Failed` | `INTERNAL` with tonic's text |
 //! | idle timeout: no frame either way (`--idle-timeout-secs`; *layer*) | `Disconnected` | `DEADLINE_EXCEEDED` "idle timeout" |
@@ -34,8 +34,8 @@
 //!
 //! Refused before a session starts (nothing is counted but the refusal):
 //! `RESOURCE_EXHAUSTED` "at capacity: N sessions" at `--max-sessions` (the layer, at the
-//! tracker's exact cap), `UNAVAILABLE` "draining: the server is shutting down" once
-//! shutdown began (both counted `rejected`); a `content-type` that is not
+//! tracker's exact cap), `UNAVAILABLE` "draining: the server is shutting down" once the
+//! drain began (the layer, on the tracker's drain; both counted `rejected`); a `content-type` that is not
 //! `application/grpc…` gets HTTP 415 with `grpc-status` `INVALID_ARGUMENT` from
 //! `livecount_tower::GrpcOnlyLayer`, mounted outside the session layer, as the gRPC HTTP/2
 //! protocol asks ("servers SHOULD respond with HTTP status of 415") and grpc-go does: such a
@@ -117,9 +117,6 @@ const CLOSE_BOUND: Duration = Duration::from_secs(1);
 /// `Cancelled` itself.
 const DROP_GRACE: Duration = Duration::from_secs(1);
 
-/// The text of a call refused because shutdown has begun.
-const DRAINING: &str = "draining: the server is shutting down";
-
 /// The `Agent` gRPC service (`Converse`), serving sessions of one [`Agent`].
 #[derive(Debug, Clone)]
 pub struct AgentService {
@@ -147,17 +144,13 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<Streaming<pb::ClientFrame>>,
     ) -> Result<Response<Frames>, Status> {
-        // Counted (and admitted under the cap) by the `SessionLayer` before the call got
-        // here; a call it did not count arrived once shutdown had begun.
+        // Counted (and admitted under the cap, refused while draining) by the
+        // `SessionLayer` before the call got here.
         let Some(handle) = request.extensions().get::<EndHandle>().cloned() else {
-            self.agent.tracker.note_refused();
-            return Err(Status::unavailable(DRAINING));
+            return Err(Status::internal(
+                "a Converse call the session layer did not count",
+            ));
         };
-        if self.agent.shutdown.is_cancelled() {
-            // Counted just before shutdown began, after `end_all` ran.
-            handle.end(EndReason::Shutdown);
-            return Err(Status::unavailable(DRAINING));
-        }
         let call = Arc::new(Call::new(handle.clone()));
         let (tx, rx) = mpsc::channel::<Outgoing>(64);
         let incoming = incoming(request.into_inner(), Arc::clone(&call));
@@ -373,15 +366,11 @@ fn server_frame(frame: ServerFrame) -> pb::ServerFrame {
 /// client that stopped reading: `Disconnected`), its request body watched for a reset
 /// (`Cancelled`) or a dead connection (`Disconnected`); ORCA's own stream is not a session.
 pub(crate) async fn serve_grpc(listener: tokio::net::TcpListener, agent: Arc<Agent>) {
-    let mut stopped = agent.shutdown_signal();
-    let until_stop = async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    };
+    let until_stop = agent.stop.clone().cancelled_owned();
     let orca = livecount_report::OrcaService::server(Arc::clone(&agent.board));
-    let shutdown = agent.shutdown.clone();
-    let converse = move |request: &http::Request<tonic::body::Body>| {
-        request.uri().path() == CONVERSE_PATH && !shutdown.is_cancelled()
-    };
+    let health = livecount_report::health_service(&agent.board);
+    let converse =
+        |request: &http::Request<tonic::body::Body>| request.uri().path() == CONVERSE_PATH;
     let sessions = SessionLayer::new(agent.tracker.clone())
         .with_predicate(converse)
         .max_session(agent.config.max_session)
@@ -393,6 +382,7 @@ pub(crate) async fn serve_grpc(listener: tokio::net::TcpListener, agent: Arc<Age
         .layer(sessions)
         .add_service(AgentService::server(agent))
         .add_service(orca)
+        .add_service(health)
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(listener),
             until_stop,

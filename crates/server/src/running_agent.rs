@@ -1,6 +1,7 @@
 //! [`RunningAgent`]: binds every listener, starts each server as a named task, and shuts
 //! them down in order.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,9 +9,8 @@ use std::time::Duration;
 
 use axum::Router;
 use livecount_report::{LoadReport, serve_agent_check};
-use livecount_session::EndReason;
+use livecount_tower::Drained;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::agent_config::listen;
@@ -68,13 +68,10 @@ fn background_load(share: f64, stop: Arc<AtomicBool>) {
 }
 
 /// Serves `app` on `listener` with the library's hardened HTTP server: the agent's head
-/// timeout and bound on pending connections, shutting down gracefully when `shutdown`
-/// becomes `true` (or its sender is gone), within the drain period.
+/// timeout and bound on pending connections, shutting down gracefully once the drain is
+/// over (it serves `/ready`, `/load` and the refusals throughout), within the drain period.
 fn serve_http(agent: &Agent, listener: TcpListener, app: Router) -> JoinHandle<()> {
-    let mut shutdown: watch::Receiver<bool> = agent.shutdown_signal();
-    let signal = async move {
-        let _ = shutdown.wait_for(|stop| *stop).await;
-    };
+    let signal = agent.stop.clone().cancelled_owned();
     let mut server =
         livecount_tower::serve(listener, app).header_read_timeout(agent.config.header_read_timeout);
     if let Some(max) = agent.config.max_pending_connections {
@@ -136,17 +133,23 @@ impl RunningAgent {
         })
     }
 
-    /// Graceful shutdown: say `drain`, refuse new sessions, end open ones `Shutdown`
-    /// (close code 1001), wait up to the drain period for them to go, then stop. Every
-    /// wait is bounded by the drain period; a server still busy then is aborted.
+    /// Graceful shutdown, [`drain`](RunningAgent::drain) to its deadline.
     pub async fn shutdown(self) -> Arc<LoadReport> {
+        self.drain(std::future::pending()).await.0
+    }
+
+    /// Graceful shutdown: the drain (see [`livecount_tower::drain`]) — new sessions refused
+    /// with their retry hint (WebSocket 503 + `Retry-After`, gRPC `UNAVAILABLE`), every
+    /// signal says draining at once (agent-check `drain`, ORCA streams end, `/ready` 503,
+    /// gRPC health `NOT_SERVING`, `/load`, `/metrics`), the open sessions go on until they
+    /// end, the drain period (`--drain-secs`) passes or `hurry` resolves (a second signal),
+    /// and the rest end `Shutdown` (WebSocket 1012, gRPC `UNAVAILABLE`) — then the servers
+    /// stop. Every wait after the drain is bounded by the drain period; a server still busy
+    /// then is aborted. Returns the last report and what the drain did.
+    pub async fn drain(self, hurry: impl Future<Output = ()>) -> (Arc<LoadReport>, Drained) {
         let agent = &self.agent;
-        agent.begin_shutdown();
-        let deadline = tokio::time::Instant::now() + agent.config.drain;
-        while agent.tracker.active() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        agent.tracker.end_all(EndReason::Shutdown);
+        let drained = agent.drain(hurry).await;
+        agent.stop.cancel();
         let Tasks {
             http,
             scrape,
@@ -170,6 +173,6 @@ impl RunningAgent {
             // last frames gets the drain period, then the connection is cut.
             join_within(grpc, agent.config.drain).await;
         }
-        agent.publish()
+        (agent.publish(), drained)
     }
 }

@@ -223,7 +223,14 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
         "the refused stream never reached the service: {loads:?}"
     );
 
-    // 2. The balancing run.
+    // 2. The balancing run. Steady state first: one session straight on each cold backend
+    // (held through the run, outside its counts), as the Envoy test does. An idle agent
+    // advertises only its capacity model's prior (about 2 sessions of headroom) and its
+    // first session raises that to tens: without this, the first cold backend whose loaded
+    // report C-core applies takes most of the run for up to a report period, and the cold
+    // split measures that race rather than the balancing. The client's own warm-up (2.5 s)
+    // lets C-core read the loaded reports before its first call.
+    let warm = fleet.warm_cold_backends().await;
     let timeline = Timeline::record(&fleet);
     let recording = Instant::now();
     let before = fleet.loads().await;
@@ -249,6 +256,10 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
             Duration::from_secs(45),
         )
         .await;
+    let warmed = warm.len() as u64;
+    for w in warm {
+        w.close().await;
+    }
     let after = fleet.settled(&[0, 1, 2]).await;
     // The share table's mean weights are over the balancing run (the timeline goes on).
     let balance_secs = recording.elapsed().as_secs_f64();
@@ -278,7 +289,7 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
         .keys()
         .map(|k| {
             let n = match k.as_str() {
-                "completed" => closed,
+                "completed" => closed + warmed,
                 "cancelled" => cancelled,
                 _ => 0,
             };
@@ -287,7 +298,7 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
         .collect();
     assert_eq!(
         ended, expected,
-        "bye ends Completed and a C-core cancel Cancelled, once each"
+        "bye ends Completed (the warm-up sessions too) and a C-core cancel Cancelled, once each"
     );
     assert_shares("grpc", &new, fleet.hot);
 

@@ -176,41 +176,97 @@ async fn agent_check(a: &RunningAgent) -> String {
     reply
 }
 
+/// The status line's code of `GET path` on the agent's HTTP port.
+async fn status_of(a: std::net::SocketAddr, path: &str) -> u16 {
+    use tokio::io::AsyncWriteExt;
+    let mut conn = TcpStream::connect(a).await.unwrap();
+    let request = format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).await.unwrap();
+    reply.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// SIGTERM's drain on the agent: four sessions open; `/ready` turns 503 and agent-check
+/// says `drain`; two sessions say bye during the drain and end `Completed`; a new client
+/// is refused 503 with `Retry-After`, counted refused; the two still open at the deadline
+/// close 1012 and end `Shutdown`; every session once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_shutdown_ends_sessions_shutdown_and_says_drain() {
-    let a = agent(&["--drain-secs", "1"]).await;
+async fn a_drain_lets_sessions_finish_refuses_new_ones_and_ends_the_rest_1012() {
+    let a = agent(&["--drain-secs", "1.5"]).await;
     assert!(
         agent_check(&a).await.starts_with("up "),
-        "agent-check before shutdown"
+        "agent-check before the drain"
     );
+    assert_eq!(status_of(a.http, "/ready").await, 200);
     let mut open = Vec::new();
     for _ in 0..4 {
         open.push(connect(&a).await);
     }
+    let (http, check) = (a.http, a.agent_check.unwrap());
     let tracker = a.agent.tracker.clone();
-    let board_reply = {
-        let check = a.agent_check.unwrap();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let mut conn = TcpStream::connect(check).await.ok()?;
-            let mut reply = String::new();
-            conn.read_to_string(&mut reply).await.ok()?;
-            Some(reply)
-        })
-    };
-    let stopping = tokio::spawn(a.shutdown());
-    for ws in &mut open {
-        assert_eq!(recv(ws).await, Err(Some(CloseCode::Away)));
+    let began = std::time::Instant::now();
+    let stopping = tokio::spawn(a.drain(std::future::pending()));
+    while status_of(http, "/ready").await != 503 {
+        assert!(
+            began.elapsed() < Duration::from_secs(1),
+            "/ready never said draining"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let last = stopping.await.unwrap();
+    let mut conn = TcpStream::connect(check).await.unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).await.unwrap();
+    assert_eq!(reply, "drain\n", "agent-check while draining");
+    for ws in &mut open[..2] {
+        send(ws, r#"{"type":"bye"}"#).await;
+        assert_eq!(recv(ws).await, Err(Some(CloseCode::Normal)));
+    }
+    match tokio_tungstenite::connect_async(format!("ws://{http}/session")).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 503);
+            assert!(response.headers().contains_key("retry-after"));
+        }
+        other => panic!("a client during the drain is refused: {other:?}"),
+    }
+    for ws in &mut open[2..] {
+        assert_eq!(recv(ws).await, Err(Some(CloseCode::Restart)));
+    }
+    assert!(
+        began.elapsed() >= Duration::from_millis(1500),
+        "not before the deadline"
+    );
+    let (last, drained) = stopping.await.unwrap();
+    assert_eq!(
+        (drained.open_at_start, drained.cut, drained.hurried),
+        (4, 2, false)
+    );
     assert!(last.draining);
     assert_eq!(last.agent_reply(), "drain\n");
-    assert_eq!((last.active, last.started, last.ended), (0, 4, 4));
-    assert_eq!(last.ended_by_reason.get("shutdown"), Some(&4));
+    assert_eq!(
+        (last.active, last.started, last.ended, last.rejected),
+        (0, 4, 4, 1)
+    );
+    assert_eq!(last.ended_by_reason.get("shutdown"), Some(&2));
+    assert_eq!(last.ended_by_reason.get("completed"), Some(&2));
     assert_eq!(tracker.snapshot().active, 0);
-    if let Some(reply) = board_reply.await.unwrap() {
-        assert_eq!(reply, "drain\n", "agent-check while draining");
+}
+
+/// A second signal during the drain (`hurry`) ends it at once, and still each session once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_ends_the_drain_early_and_each_session_once() {
+    let a = agent(&["--drain-secs", "600"]).await;
+    let mut open = vec![connect(&a).await, connect(&a).await];
+    let began = std::time::Instant::now();
+    let hurry = tokio::time::sleep(Duration::from_millis(300));
+    let (last, drained) = a.drain(hurry).await;
+    assert!(drained.hurried && began.elapsed() < Duration::from_secs(60));
+    assert_eq!((drained.open_at_start, drained.cut), (2, 2));
+    for ws in &mut open {
+        assert_eq!(recv(ws).await, Err(Some(CloseCode::Restart)));
     }
+    assert_eq!((last.active, last.started, last.ended), (0, 2, 2));
+    assert_eq!(last.ended_by_reason.get("shutdown"), Some(&2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

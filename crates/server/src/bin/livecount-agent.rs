@@ -64,7 +64,19 @@ async fn serve(config: AgentConfig) -> Result<(), String> {
     );
     stop.requested().await;
     eprintln!("{name}: draining");
-    let last = agent.shutdown().await;
+    // A second SIGTERM (or ctrl-c) during the drain ends it at once.
+    let (last, drained) = agent.drain(stop.requested()).await;
+    eprintln!(
+        "{name}: drained in {:.1} s: {} open at the signal, {} cut{}",
+        drained.waited.as_secs_f64(),
+        drained.open_at_start,
+        drained.cut,
+        if drained.hurried {
+            " (a second signal)"
+        } else {
+            ""
+        }
+    );
     eprintln!(
         "{name}: stopped; started {} ended {} active {} ({:?})",
         last.started, last.ended, last.active, last.ended_by_reason
