@@ -79,14 +79,18 @@ fn serve_http(agent: &Agent, listener: TcpListener, app: Router) -> JoinHandle<(
     }
     let server = server
         .with_graceful_shutdown(signal)
-        .shutdown_timeout(agent.config.drain);
+        .shutdown_timeout(STOP_BOUND);
     tokio::spawn(server.into_future())
 }
 
-/// Waits up to `limit` for `task`, then aborts it.
-async fn join_within(task: JoinHandle<()>, limit: Duration) {
+/// How long the servers get to stop once the drain is over (every session has ended by
+/// then, so they only close their listeners and idle connections).
+pub(crate) const STOP_BOUND: Duration = Duration::from_secs(3);
+
+/// Waits until `until` for `task`, then aborts it.
+async fn join_until(task: JoinHandle<()>, until: tokio::time::Instant) {
     let abort = task.abort_handle();
-    if tokio::time::timeout(limit, task).await.is_err() {
+    if tokio::time::timeout_at(until, task).await.is_err() {
         abort.abort();
     }
 }
@@ -144,12 +148,19 @@ impl RunningAgent {
     /// gRPC health `NOT_SERVING`, `/load`, `/metrics`), the open sessions go on until they
     /// end, the drain period (`--drain-secs`) passes or `hurry` resolves (a second signal),
     /// and the rest end `Shutdown` (WebSocket 1012, gRPC `UNAVAILABLE`) — then the servers
-    /// stop. Every wait after the drain is bounded by the drain period; a server still busy
-    /// then is aborted. Returns the last report and what the drain did.
+    /// stop: the closes of the cut sessions get their close timeout (1 s), then the servers
+    /// 3 s together; a server still busy then is aborted. Returns the last report
+    /// and what the drain did.
     pub async fn drain(self, hurry: impl Future<Output = ()>) -> (Arc<LoadReport>, Drained) {
         let agent = &self.agent;
         let drained = agent.drain(hurry).await;
         agent.stop.cancel();
+        if drained.cut > 0 {
+            // The cut sessions' close frames (1012, `UNAVAILABLE`) go out from their own
+            // tasks after their end, each bounded by the close timeout: give them that
+            // long before the process exits and the runtime drops those tasks.
+            tokio::time::sleep(livecount_tower::DEFAULT_CLOSE_TIMEOUT).await;
+        }
         let Tasks {
             http,
             scrape,
@@ -164,14 +175,15 @@ impl RunningAgent {
         if let Some(check) = agent_check {
             check.abort();
         }
-        join_within(http, agent.config.drain).await;
+        let until = tokio::time::Instant::now() + STOP_BOUND;
+        join_until(http, until).await;
         if let Some(scrape) = scrape {
-            join_within(scrape, agent.config.drain).await;
+            join_until(scrape, until).await;
         }
         if let Some(grpc) = grpc {
             // Open streams end on the shutdown signal; a client that does not read its
             // last frames gets the drain period, then the connection is cut.
-            join_within(grpc, agent.config.drain).await;
+            join_until(grpc, until).await;
         }
         (agent.publish(), drained)
     }
