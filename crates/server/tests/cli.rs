@@ -374,3 +374,96 @@ fn drive_succeeds_against_a_live_agent() {
         "{stderr}"
     );
 }
+
+/// `GET path` on `addr` over HTTP/1.0: the status code, within [`RUN_TIMEOUT`].
+fn status_of(addr: &str, path: &str) -> u16 {
+    status_of_request(addr, &format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n")).0
+}
+
+/// The status code and the whole answer to `request` (sent as is).
+fn status_of_request(addr: &str, request: &str) -> (u16, String) {
+    use std::io::Write;
+    let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+    conn.set_read_timeout(Some(RUN_TIMEOUT)).unwrap();
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    let code = reply.split(' ').nth(1).and_then(|c| c.parse().ok());
+    (code.unwrap_or(0), reply)
+}
+
+/// SIGTERM twice: the first starts a drain with a deadline far away (sessions held,
+/// `/ready` 503, a new client refused 503), the second ends it at once; the agent exits 0,
+/// each session ended once (`Shutdown`, counted by the drain as cut), the refusal counted
+/// and never a session.
+#[test]
+fn a_second_sigterm_ends_the_drain_early_and_every_session_once() {
+    let mut server = Running::spawn(&["serve", "--http", "127.0.0.1:0", "--drain-secs", "600"]);
+    let banner = server.next_line();
+    let addr = banner
+        .split("ws://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("an address in {banner}"))
+        .to_owned();
+    // Three sessions held for a minute by the driver (killed by PID at the end).
+    let mut driver = agent()
+        .args([
+            "drive",
+            "--target",
+            &addr,
+            "--sessions",
+            "3",
+            "--ramp-secs",
+            "0",
+        ])
+        .args(["--hold-secs", "60", "--kill-share", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the driver starts");
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let active = |addr: &str| {
+        use std::io::Write;
+        let mut conn = std::net::TcpStream::connect(addr).unwrap();
+        write!(conn, "GET /load HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        conn.read_to_string(&mut reply).unwrap();
+        reply.contains("\"active\":3")
+    };
+    while !active(&addr) {
+        assert!(
+            Instant::now() < deadline,
+            "the driver's 3 sessions never opened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(status_of(&addr, "/ready"), 200);
+    sigterm(server.pid());
+    assert!(server.next_line().contains("draining"));
+    assert_eq!(status_of(&addr, "/ready"), 503, "readiness says draining");
+    let upgrade = format!(
+        "GET /session HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    let (code, head) = status_of_request(&addr, &upgrade);
+    assert_eq!(code, 503, "a new client is refused: {head}");
+    assert!(head.to_ascii_lowercase().contains("retry-after:"), "{head}");
+    let started = Instant::now();
+    sigterm(server.pid());
+    let status = server.wait();
+    assert!(started.elapsed() < RUN_TIMEOUT);
+    let _ = driver.kill();
+    let _ = driver.wait();
+    let (_, stderr) = server.output();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("3 open at the signal, 3 cut (a second signal)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("stopped; started 3 ended 3 active 0"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\"shutdown\": 3"), "{stderr}");
+}
