@@ -133,6 +133,8 @@ struct Live {
     /// as the same value).
     weight: f32,
     open: bool,
+    /// The plan's: request-like, always speaking.
+    short: bool,
     speaking: bool,
     end_at: f64,
     /// How it ends (unless its backend dies first).
@@ -178,7 +180,7 @@ struct InFlight<T> {
     free: Vec<u32>,
 }
 
-impl<T: Copy> InFlight<T> {
+impl<T: Clone> InFlight<T> {
     fn new() -> Self {
         Self {
             slots: Vec::new(),
@@ -201,7 +203,12 @@ impl<T: Copy> InFlight<T> {
 
     fn take(&mut self, slot: u32) -> T {
         self.free.push(slot);
-        self.slots[slot as usize]
+        self.slots[slot as usize].clone()
+    }
+
+    /// Messages put and not yet taken.
+    fn pending(&self) -> usize {
+        self.slots.len() - self.free.len()
     }
 }
 
@@ -244,6 +251,8 @@ struct Engine<'a> {
     stale_from: Vec<f64>,
     /// (backend, report, whether it says the backend is draining).
     reports: InFlight<(u32, Report, bool)>,
+    /// Clients cut by a rolling restart, on their way back.
+    reconnects: InFlight<restart::Reconnect>,
     collector: Collector,
     now: f64,
     waves: u32,
@@ -301,6 +310,7 @@ impl<'a> Engine<'a> {
                 .collect(),
             stale_from,
             reports: InFlight::new(),
+            reconnects: InFlight::new(),
             collector: Collector::new(sc.rolling_restart.is_some()),
             now: 0.0,
             waves: 0,
@@ -353,7 +363,11 @@ impl<'a> Engine<'a> {
     }
 
     fn done(&self) -> bool {
-        self.background_done && self.bursts_done && self.samples_done && self.collector.open() == 0
+        self.background_done
+            && self.bursts_done
+            && self.samples_done
+            && self.collector.open() == 0
+            && self.reconnects.pending() == 0
     }
 
     fn run(&mut self, progress: &mut dyn FnMut(f64)) {
@@ -444,6 +458,7 @@ impl<'a> Engine<'a> {
             Event::Restart(b) => self.restart(b as usize),
             Event::DrainDeadline(b) => self.drain_deadline(b as usize),
             Event::Restarted(b) => self.restarted(b as usize),
+            Event::Reconnect(slot) => self.reconnect(slot),
         }
     }
 
@@ -511,6 +526,12 @@ impl<'a> Engine<'a> {
         let plan = SessionPlan::draw(self.sc, &mut rng);
         self.collector.summary.arrivals += 1;
         let p = (id % self.proxies.len() as u64) as usize;
+        self.route(p, plan, rng);
+    }
+
+    /// A session (an arrival, or a client reconnecting) reaches proxy `p`: its policy
+    /// picks, and the session is assigned, rejected or dropped.
+    fn route(&mut self, p: usize, plan: SessionPlan, rng: SimRng) {
         let now = self.now;
         let proxy = &mut self.proxies[p];
         let choice = proxy.policy.pick(now, &proxy.views, &mut self.policy_rng);
@@ -691,6 +712,7 @@ impl<'a> Engine<'a> {
             proxy: p as u32,
             weight,
             open: true,
+            short: plan.short,
             speaking: plan.short,
             end_at,
             reason: plan.reason,
@@ -826,16 +848,20 @@ impl<'a> Engine<'a> {
         self.bring_up(self.sc.failures[f].backend as usize);
     }
 
-    /// Backend `b`'s process goes: every session open on it ends with `reason`, and the
-    /// balancer's health check notices a little later.
-    fn take_down(&mut self, b: usize, reason: EndReason) {
-        let lost: Vec<u32> = (0..self.sessions.len() as u32)
+    /// The slots of the sessions open on backend `b`.
+    fn open_on(&self, b: usize) -> Vec<u32> {
+        (0..self.sessions.len() as u32)
             .filter(|&id| {
                 let s = &self.sessions[id as usize];
                 s.open && s.backend as usize == b
             })
-            .collect();
-        for id in lost {
+            .collect()
+    }
+
+    /// Backend `b`'s process goes: every session open on it ends with `reason`, and the
+    /// balancer's health check notices a little later.
+    fn take_down(&mut self, b: usize, reason: EndReason) {
+        for id in self.open_on(b) {
             self.end(id, reason);
         }
         self.backends[b].die(self.now, &self.sc.cpu, self.costs);
@@ -880,9 +906,9 @@ impl<'a> Engine<'a> {
     ) {
         let s = &self.collector.summary;
         assert_eq!(
-            s.arrivals,
+            self.collector.placements(),
             s.assigned + s.rejected + s.dropped,
-            "arrivals not conserved"
+            "arrivals and reconnects not conserved"
         );
         assert_eq!(
             self.collector.open(),

@@ -44,6 +44,8 @@ pub(crate) enum Event {
     DrainDeadline(u32),
     /// A restarted backend's replacement is ready.
     Restarted(u32),
+    /// A client cut by a restart comes back (index into the engine's pending reconnects).
+    Reconnect(u32),
 }
 
 #[derive(Debug, Clone)]

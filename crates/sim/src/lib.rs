@@ -39,7 +39,8 @@
 //!   near saturation, startup latency and time-to-first-stream that grow as 1 ÷ (1 − u)
 //!   (M/M/1), deaths that count every session out, stale or lost or delayed reports, and
 //!   rolling restarts ([`RollingRestart`]) that cut every open session or drain them up
-//!   to a deadline.
+//!   to a deadline; a cut client reconnects through the balancer with the rest of its
+//!   session.
 //!   Sessions may differ in their work (a log-normal cost factor), and backends may be slow
 //!   in a way their CPU does not show.
 //! * **The balancer** — one proxy or several independent ones — sees only reports, its own
@@ -55,9 +56,10 @@
 //!
 //! # Correctness
 //!
-//! `tests/` check that a seed reproduces a run bit for bit, that every arrival is
-//! assigned, rejected or dropped exactly once and every assigned session ends exactly once,
-//! and each metric against a hand-computed tiny scenario.
+//! `tests/` check that a seed reproduces a run bit for bit, that every arrival (and every
+//! reconnect after a restart's cut) is assigned, rejected or dropped exactly once and every
+//! assigned session ends exactly once, and each metric against a hand-computed tiny
+//! scenario.
 
 #![warn(missing_docs)]
 // One `unsafe` block in the crate: the prefetch hint in `engine.rs`.

@@ -65,6 +65,19 @@ impl Collector {
         }
     }
 
+    /// A client cut by the restart comes back through the balancer.
+    pub(crate) fn reconnect(&mut self) {
+        if let Some(r) = &mut self.restart {
+            r.reconnects += 1;
+        }
+    }
+
+    /// Placements asked for: arrivals and reconnects (each ends assigned, rejected or
+    /// dropped).
+    pub(crate) fn placements(&self) -> u64 {
+        self.summary.arrivals + self.restart.map_or(0, |r| r.reconnects)
+    }
+
     /// An arrival refused by a backend being restarted (already counted as rejected).
     pub(crate) fn restart_refused(&mut self) {
         if let Some(r) = &mut self.restart {

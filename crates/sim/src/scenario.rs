@@ -443,6 +443,8 @@ pub enum RestartMode {
 /// "#, "inline.toml")?;
 /// let r = s.rolling_restart.as_ref().unwrap();
 /// assert_eq!((r.mode, r.gap_s), (RestartMode::Drain, 0.0));
+/// // Every session the restart ends comes back through the balancer 1 s later.
+/// assert_eq!((r.reconnect_share, r.reconnect_after_s), (1.0, 1.0));
 /// // Each of 4 backends: at most 60 s draining and 20 s away.
 /// assert_eq!(r.latest_end(s.backend_count()), 60.0 + 4.0 * 80.0);
 /// # Ok::<(), livecount_sim::ScenarioError>(())
@@ -463,6 +465,18 @@ pub struct RollingRestart {
     /// Pause between one backend being back and the next one's restart.
     #[serde(default)]
     pub gap_s: f64,
+    /// Share of the sessions a restart ends (`shutdown`) whose client reconnects through
+    /// the balancer for the rest of its conversation: 1 (every one) unless set; 0 models
+    /// clients that give up.
+    #[serde(default = "one")]
+    pub reconnect_share: f64,
+    /// How long after its cut a reconnecting client arrives again.
+    #[serde(default = "default_reconnect_after_s")]
+    pub reconnect_after_s: f64,
+}
+
+fn default_reconnect_after_s() -> f64 {
+    1.0
 }
 
 impl RollingRestart {

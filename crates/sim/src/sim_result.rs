@@ -87,13 +87,18 @@ pub struct PolicyResult {
 /// Headline numbers of one policy's run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Summary {
-    /// Sessions that arrived.
+    /// Sessions that arrived: the workload, the same for every policy. A client
+    /// reconnecting after a rolling restart cut it is not a new arrival (see
+    /// [`RestartSummary::reconnects`]).
     pub arrivals: u64,
-    /// Accepted by a backend.
+    /// Accepted by a backend: arrivals and reconnects placed, so `arrivals + reconnects =
+    /// assigned + rejected + dropped`, and a session cut and reconnected is assigned twice
+    /// (and ends twice: `shutdown`, then as planned).
     pub assigned: u64,
-    /// Refused by a backend at its hard limit, or sent to a dead one.
+    /// Refused by a backend at its hard limit, or sent to a dead or draining one
+    /// (arrivals and reconnects).
     pub rejected: u64,
-    /// No backend to send to (every backend known dead).
+    /// No backend to send to (every backend known dead; arrivals and reconnects).
     pub dropped: u64,
     /// Assigned sessions by how they ended (completed, timed_out, cancelled,
     /// disconnected, backend_lost, shutdown); sums to `assigned` after the drain.
@@ -130,8 +135,15 @@ pub struct Summary {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct RestartSummary {
     /// Open sessions the restart ended (`shutdown`): all of a backend's at once in `cut`
-    /// mode, those still open at the drain deadline in `drain` mode.
+    /// mode, those still open at the drain deadline in `drain` mode. Equal to
+    /// `ended.shutdown`; a reconnected session cut again counts again.
     pub cut: u64,
+    /// Cut sessions whose client came back through the balancer for the rest of its
+    /// conversation (`rolling_restart.reconnect_share` of them, `reconnect_after_s`
+    /// later). Each is placed like an arrival, so it is counted once in `assigned`,
+    /// `rejected` or `dropped`, but not in `arrivals` (absent, read as 0, in older results).
+    #[serde(default)]
+    pub reconnects: u64,
     /// Arrivals refused by a backend being restarted (draining, or away), sent there
     /// before the balancer knew (also counted in `rejected`).
     pub refused: u64,

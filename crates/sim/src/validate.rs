@@ -88,6 +88,12 @@ impl Scenario {
         c.non_negative("rolling_restart.start_s", r.start_s, MAX_DURATION_S)?;
         c.positive("rolling_restart.restart_s", r.restart_s, MAX_DURATION_S)?;
         c.non_negative("rolling_restart.gap_s", r.gap_s, MAX_DURATION_S)?;
+        c.share("rolling_restart.reconnect_share", r.reconnect_share)?;
+        c.non_negative(
+            "rolling_restart.reconnect_after_s",
+            r.reconnect_after_s,
+            MAX_DURATION_S,
+        )?;
         match r.mode {
             RestartMode::Drain => c.positive(
                 "rolling_restart.drain_deadline_s",

@@ -1,6 +1,8 @@
-//! Conservation laws: every arrival is assigned, rejected or dropped exactly once, every
-//! assigned session ends exactly once, and the exactly-once (tracked) counter never drifts
-//! from the truth. Checked on the bundled scenarios (shortened) and on random small ones.
+//! Conservation laws: every arrival (and every client reconnecting after a rolling restart
+//! cut it) is assigned, rejected or dropped exactly once, every assigned session (a
+//! reconnected one's second part too) ends exactly once, and the exactly-once (tracked)
+//! counter never drifts from the truth. Checked on the bundled scenarios (shortened) and on
+//! random small ones.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -10,12 +12,18 @@ use proptest::prelude::*;
 
 fn check_conservation(p: &PolicyResult) {
     let m = &p.summary;
+    let reconnects = m.restart.map_or(0, |r| r.reconnects);
     assert_eq!(
-        m.arrivals,
+        m.arrivals + reconnects,
         m.assigned + m.rejected + m.dropped,
-        "{}: arrivals not conserved: {m:?}",
+        "{}: arrivals and reconnects not conserved: {m:?}",
         p.policy
     );
+    if let Some(r) = m.restart {
+        // Only a cut client reconnects, at most once per cut.
+        assert!(r.reconnects <= r.cut, "{}: {r:?}", p.policy);
+        assert_eq!(r.cut, m.ended["shutdown"], "{}: {m:?}", p.policy);
+    }
     assert_eq!(
         m.ended.values().sum::<u64>(),
         m.assigned,
@@ -298,6 +306,7 @@ proptest! {
         p in params(),
         drain in any::<bool>(),
         shares in (0.05..=1.0f64, 0.05..=1.0f64, 0.0..=1.0f64),
+        reconnect in (prop_oneof![Just(0.0), Just(1.0), 0.0..=1.0f64], 0.0..=5.0f64),
     ) {
         // Each backend gets at most 3 units (deadline, away, gap), all of them 80 % of the
         // run after its first tenth: the restart always fits.
@@ -307,10 +316,13 @@ proptest! {
         let mode = if drain { "drain" } else { "cut" };
         let _ = writeln!(
             text,
-            "[rolling_restart]\nstart_s = {:?}\nmode = \"{mode}\"\nrestart_s = {:?}\ngap_s = {:?}",
+            "[rolling_restart]\nstart_s = {:?}\nmode = \"{mode}\"\nrestart_s = {:?}\ngap_s = {:?}\n\
+             reconnect_share = {:?}\nreconnect_after_s = {:?}",
             0.1 * p.duration_s,
             unit * shares.1,
             unit * shares.2,
+            reconnect.0,
+            reconnect.1,
         );
         if drain {
             let _ = writeln!(text, "drain_deadline_s = {:?}", unit * shares.0);
@@ -322,6 +334,11 @@ proptest! {
         check_conservation(&r);
         let restart = r.summary.restart.expect("a rolling restart ran");
         prop_assert_eq!(restart.cut, r.summary.ended["shutdown"]);
+        match reconnect.0 {
+            0.0 => prop_assert_eq!(restart.reconnects, 0),
+            1.0 => prop_assert_eq!(restart.reconnects, restart.cut),
+            _ => prop_assert!(restart.reconnects <= restart.cut),
+        }
         prop_assert!(restart.refused <= r.summary.rejected);
         prop_assert!(restart.window_overloaded <= restart.window_assigned);
     }

@@ -215,6 +215,27 @@ fn bad_restart_times_are_invalid_naming_the_key() {
 }
 
 #[test]
+fn bad_reconnect_keys_are_invalid_naming_the_key() {
+    let cut = "mode = \"cut\"\nstart_s = 1\nrestart_s = 5";
+    for share in ["-0.1", "1.5", "nan"] {
+        expect_invalid(
+            &restart(&format!("{cut}\nreconnect_share = {share}")),
+            "rolling_restart.reconnect_share",
+        );
+    }
+    expect_invalid(
+        &restart(&format!("{cut}\nreconnect_after_s = -1")),
+        "rolling_restart.reconnect_after_s",
+    );
+    // A reconnect may come back at once, and may come after the arrivals stop.
+    parse(&restart(&format!(
+        "{cut}\nreconnect_after_s = 0\nreconnect_share = 0.5"
+    )))
+    .expect("valid");
+    parse(&restart(&format!("{cut}\nreconnect_after_s = 3600"))).expect("valid");
+}
+
+#[test]
 fn a_rolling_restart_running_past_the_arrivals_is_invalid() {
     // 10 + 2 × (20 + 5) + 2 = 62 s in the worst case, past the 60 s of arrivals.
     let text = restart(&format!("{DRAIN}\ndrain_deadline_s = 20"));

@@ -545,6 +545,7 @@ mod tests {
         for (i, p) in r.policies.iter_mut().enumerate() {
             p.summary.restart = Some(crate::RestartSummary {
                 cut: 40 + i as u64,
+                reconnects: 38,
                 refused: 2,
                 window_assigned: 200,
                 window_overloaded: 10,
@@ -584,6 +585,11 @@ mod tests {
         }
         let back: ScenarioResult = serde_json::from_value(json).unwrap();
         assert_eq!(back.policies[0].summary.restart, None);
+        // A restart summary from before reconnects were modelled reads as none.
+        let old = r#"{"cut": 5, "refused": 1, "window_s": 10.0, "window_assigned": 20,
+            "window_overloaded": 2, "window_overloaded_rate": 0.1}"#;
+        let r: crate::RestartSummary = serde_json::from_str(old).unwrap();
+        assert_eq!((r.cut, r.reconnects), (5, 0));
     }
 
     #[test]
