@@ -161,6 +161,13 @@ pub(super) const RESTART_COLUMNS: &[Column] = &[
         false,
     ),
     col(
+        "restart: reconnects",
+        "rr-reconn",
+        |s| s.restart.map_or(0.0, |r| r.reconnects as f64),
+        Format::Count,
+        false,
+    ),
+    col(
         "restart: refused",
         "rr-refused",
         |s| s.restart.map_or(0.0, |r| r.refused as f64),
@@ -336,8 +343,11 @@ const FOOTNOTE: &str = "\nOverloaded = above the target utilisation. CV and maxâ
 
 const RESTART_FOOTNOTE: &str = "Rolling restart: *sessions cut* are the open sessions the \
     restart ended (`shutdown`: all of a backend's at its restart in `cut` mode, those still open \
-    at the drain deadline in `drain` mode); *refused* are arrivals sent to a backend being \
-    restarted before the balancer knew (also in rejected); the restart window runs from the \
+    at the drain deadline in `drain` mode); *reconnects* are cut clients that came back \
+    through the balancer with the rest of their session (placed like arrivals, so counted in \
+    assigned, rejected or dropped, but not in arrivals); *refused* are arrivals and reconnects \
+    sent to a backend being restarted before the balancer knew (also in rejected); the restart \
+    window runs from the \
     first restart until the last backend is back, and its overloaded assignments are those \
     of the window only, to the backends taking the load (the overloaded assignments column \
     is the whole run's, fleet-wide).\n\n";
@@ -555,14 +565,14 @@ mod tests {
         }
         let md = render(&r, &meta());
         assert!(
-            md.contains("| restart: sessions cut | restart: refused | restart window: overloaded assignments (%) |"),
+            md.contains("| restart: sessions cut | restart: reconnects | restart: refused | restart window: overloaded assignments (%) |"),
             "{md}"
         );
         let row = md
             .lines()
             .find(|l| l.starts_with("| round-robin |"))
             .unwrap();
-        assert!(row.ends_with("| 41 | 2 | 5.0 |"), "{row}");
+        assert!(row.ends_with("| 41 | 38 | 2 | 5.0 |"), "{row}");
         assert!(
             md.contains("- **restart: sessions cut**: least-conn (40)"),
             "{md}"
