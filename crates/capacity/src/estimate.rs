@@ -219,13 +219,7 @@ pub fn cost_per_session(active: u64, utilisation: f64, window: Duration) -> Opti
 /// [`cost_per_session`] of the utilisation above the idle baseline: `(u − idle) /
 /// pretend_qps`, with `idle` clamped into `[0, u]` (non-finite reads as 0).
 pub(crate) fn cost_above_idle(active: u64, u: f64, idle: f64, window: Duration) -> Option<f64> {
-    let u = sanitize_utilisation(u);
-    let idle = if idle.is_finite() {
-        idle.clamp(0.0, u)
-    } else {
-        0.0
-    };
-    cost_per_session(active, u - idle, window)
+    cost_of(active as f64, u, idle, window)
 }
 
 /// [`cost_above_idle`] for a fractional (averaged) session count `sessions`.

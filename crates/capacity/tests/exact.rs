@@ -253,17 +253,22 @@ fn the_learned_cost_averages_bursts_that_a_per_report_cost_follows() {
     );
 }
 
+/// w = r = 1 s, cost α `alpha`, the rest default.
+fn one_second(alpha: f64) -> CapacityConfig {
+    CapacityConfig::builder()
+        .report_interval(secs(1))
+        .window(secs(1))
+        .cost_alpha(alpha)
+        .build()
+        .unwrap()
+}
+
 /// The cost is learned from the reports that had sessions only, and averaged over the
 /// same reports in its numerator and denominator: 10 sessions at 0.2 then 30 at 0.6 is
 /// 0.02 a session throughout, whatever α.
 #[test]
 fn the_learned_cost_divides_averaged_load_by_averaged_sessions() {
-    let c = CapacityConfig::builder()
-        .report_interval(secs(1))
-        .window(secs(1))
-        .cost_alpha(0.5)
-        .build()
-        .unwrap();
+    let c = one_second(0.5);
     let mut b = BackendModel::new(Duration::ZERO);
     assert_eq!(b.cost_per_session(&c), None);
     b.report(&c, secs(0), 0, 0.0);
@@ -287,12 +292,7 @@ fn the_learned_cost_divides_averaged_load_by_averaged_sessions() {
 /// A gap of g report intervals weighs the new report 1 − (1 − α)^g in the cost too.
 #[test]
 fn a_lost_report_weighs_the_next_one_more_in_the_cost() {
-    let c = CapacityConfig::builder()
-        .report_interval(secs(1))
-        .window(secs(1))
-        .cost_alpha(0.5)
-        .build()
-        .unwrap();
+    let c = one_second(0.5);
     let mut b = BackendModel::new(Duration::ZERO);
     b.report(&c, secs(0), 10, 0.1);
     b.report(&c, secs(2), 10, 0.5); // weight 1 − 0.5² = 0.75: ū = 0.4

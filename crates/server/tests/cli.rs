@@ -335,16 +335,21 @@ fn drive_fails_when_it_reaches_no_one() {
     );
 }
 
-#[test]
-fn drive_succeeds_against_a_live_agent() {
-    let mut agent = Running::spawn(&["serve", "--http", "127.0.0.1:0", "--chunk-gap-ms", "1"]);
-    let banner = agent.next_line();
-    let addr = banner
+/// The HTTP address in the agent's banner (`… sessions at ws://ADDR/session …`).
+fn http_addr(banner: &str) -> String {
+    banner
         .split("ws://")
         .nth(1)
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("an address in {banner}"))
-        .to_owned();
+        .to_owned()
+}
+
+#[test]
+fn drive_succeeds_against_a_live_agent() {
+    let mut agent = Running::spawn(&["serve", "--http", "127.0.0.1:0", "--chunk-gap-ms", "1"]);
+    let banner = agent.next_line();
+    let addr = http_addr(&banner);
     // `--sessions` twice: the last one wins, as with the parser before clap.
     let r = run(&[
         "drive",
@@ -400,12 +405,7 @@ fn status_of_request(addr: &str, request: &str) -> (u16, String) {
 fn a_second_sigterm_ends_the_drain_early_and_every_session_once() {
     let mut server = Running::spawn(&["serve", "--http", "127.0.0.1:0", "--drain-secs", "600"]);
     let banner = server.next_line();
-    let addr = banner
-        .split("ws://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("an address in {banner}"))
-        .to_owned();
+    let addr = http_addr(&banner);
     // Three sessions held for a minute by the driver (killed by PID at the end).
     let mut driver = agent()
         .args([

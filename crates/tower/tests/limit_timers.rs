@@ -53,9 +53,17 @@ async fn grpc_stream(
 
 /// A gRPC call (`content-type: application/grpc`) with `grpc-timeout: timeout`.
 fn grpc_call(timeout: &str) -> Request<()> {
+    let mut request = grpc_plain();
+    request
+        .headers_mut()
+        .insert("grpc-timeout", timeout.parse().unwrap());
+    request
+}
+
+/// A gRPC call (`content-type: application/grpc`) without a deadline.
+fn grpc_plain() -> Request<()> {
     Request::post("/svc/Method")
         .header("content-type", "application/grpc")
-        .header("grpc-timeout", timeout)
         .body(())
         .unwrap()
 }
@@ -380,11 +388,13 @@ async fn at_capacity_the_inner_service_is_not_called_and_the_answer_says_so() {
         .unwrap();
     assert_eq!(plain.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(plain.headers()["retry-after"], "2"); // 1.5 s, rounded up
-    let grpc = Request::post("/svc/Method")
-        .header("content-type", "application/grpc")
-        .body(())
+    let grpc = service
+        .ready()
+        .await
+        .unwrap()
+        .call(grpc_plain())
+        .await
         .unwrap();
-    let grpc = service.ready().await.unwrap().call(grpc).await.unwrap();
     assert_eq!(grpc.status(), StatusCode::OK);
     assert_eq!(grpc.headers()["grpc-status"], "8");
     assert!(grpc.body().is_end_stream(), "trailers-only");
@@ -486,11 +496,13 @@ async fn while_draining_requests_are_refused_unavailable_and_open_streams_go_on(
         .unwrap();
     assert_eq!(plain.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(plain.headers()["retry-after"], "1");
-    let grpc = Request::post("/svc/Method")
-        .header("content-type", "application/grpc")
-        .body(())
+    let grpc = service
+        .ready()
+        .await
+        .unwrap()
+        .call(grpc_plain())
+        .await
         .unwrap();
-    let grpc = service.ready().await.unwrap().call(grpc).await.unwrap();
     assert_eq!(grpc.headers()["grpc-status"], "14");
     assert_eq!(
         grpc.headers()["grpc-message"],
