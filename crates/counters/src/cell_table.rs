@@ -1,10 +1,12 @@
 //! `CellTable`: an append-only, lock-free, growable array of padded cells that never move.
 //!
 //! Cell `i` lives in bucket `b = floor(log2(i + 1))`, which holds `2^b` cells and is allocated
-//! the first time any of its cells is needed. Buckets are never moved or freed before the table
+//! the first time any of its cells is needed. A cell is a [`Pair`] for the counters and any
+//! `T: Default` for [`ThreadCells`](crate::ThreadCells). Buckets are never moved or freed before the table
 //! is dropped, so a `&Pair` handed out stays valid and no update can land in a stale copy
 //! (the lost-update bug of grow-by-copy striped counters).
 
+use std::marker::PhantomData;
 use std::ptr;
 
 use crossbeam_utils::CachePadded;
@@ -15,17 +17,19 @@ use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 /// Bucket `b` holds `2^b` cells; 64 buckets cover every `usize` index but the last.
 const BUCKETS: usize = usize::BITS as usize;
 
-type Slot = CachePadded<Pair>;
+type Slot<T = Pair> = CachePadded<T>;
 
 /// Lazily allocated cells, addressed by a dense index (a thread index or a stripe).
-pub(crate) struct CellTable {
+pub(crate) struct CellTable<T = Pair> {
     /// One past the highest bucket ever claimed, so reads scan only the buckets in use.
     /// Raised *before* a bucket is published (see `allocate`).
     high: AtomicUsize,
-    buckets: [AtomicPtr<Slot>; BUCKETS],
+    buckets: [AtomicPtr<Slot<T>>; BUCKETS],
+    /// The table owns `T`s and hands out `&T` to any thread: `Send` / `Sync` as `T` is.
+    _cells: PhantomData<Box<[T]>>,
 }
 
-impl std::fmt::Debug for CellTable {
+impl<T> std::fmt::Debug for CellTable<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let allocated = (0..BUCKETS)
             .filter(|&b| !self.buckets[b].load(Ordering::Relaxed).is_null())
@@ -88,11 +92,12 @@ impl Location {
     }
 }
 
-impl CellTable {
+impl<T: Default> CellTable<T> {
     pub(crate) fn new() -> Self {
         CellTable {
             high: AtomicUsize::new(0),
             buckets: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            _cells: PhantomData,
         }
     }
 
@@ -102,7 +107,84 @@ impl CellTable {
         self.high.load(Ordering::Relaxed)
     }
 
-    /// The cell at `index`, allocating its bucket if this is the first use.
+    /// The cell at `index`, allocating its bucket on first use.
+    #[inline]
+    pub(crate) fn get_or_alloc(&self, index: usize) -> &T {
+        let (bucket, offset) = locate(index);
+        // Acquire: pairs with the AcqRel publication in `allocate`, so the cells' initialised
+        // contents are visible before we touch them.
+        let mut base = self.buckets[bucket].load(Ordering::Acquire);
+        if base.is_null() {
+            base = self.allocate(bucket);
+        }
+        // SAFETY:
+        // - `base` is non-null and came from `allocate`, a `Box<[Slot<T>]>` of `1 << bucket`
+        //   slots;
+        // - `offset < 1 << bucket` by construction of `locate`;
+        // - the allocation is freed only in `Drop`, which takes `&mut self`, so it outlives the
+        //   returned borrow of `self`; slots are only ever accessed through shared references.
+        #[allow(unsafe_code)]
+        unsafe {
+            &*base.add(offset)
+        }
+    }
+
+    #[cold]
+    fn allocate(&self, bucket: usize) -> *mut Slot<T> {
+        let len = 1usize << bucket;
+        // Raise `high` before publishing the bucket, so every thread that later finds the
+        // bucket through an Acquire load of its pointer has `high > bucket` happen-before its
+        // own updates of these cells. Relaxed suffices: that chain runs through the pointer's
+        // Release/Acquire, and the reader's load of `high` is ordered by coherence.
+        self.high.fetch_max(bucket + 1, Ordering::Relaxed);
+        let fresh: Box<[Slot<T>]> = (0..len).map(|_| CachePadded::new(T::default())).collect();
+        let fresh = Box::into_raw(fresh).cast::<Slot<T>>();
+        // AcqRel on success: Release publishes the initialised cells to every Acquire load of
+        // this bucket. Acquire on failure: we adopt the winner's cells, so we need its writes.
+        match self.buckets[bucket].compare_exchange(
+            ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY:
+                // - `fresh` came from `Box::into_raw` of a `Box<[Slot<T>]>` of length `len` just
+                //   above and lost the race, so it was never published and nobody else has it.
+                #[allow(unsafe_code)]
+                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, len)) });
+                winner
+            }
+        }
+    }
+
+    /// Calls `f` on every allocated cell. Re-reads the bucket pointers on every call, so a
+    /// second call sees buckets allocated since the first.
+    #[inline]
+    pub(crate) fn for_each(&self, f: &mut dyn FnMut(&T)) {
+        // Acquire: a reader that has seen an end (Acquire) sees, by coherence, every `high`
+        // raised before that end's start; Acquire keeps the bucket loads after this one.
+        let high = self.high.load(Ordering::Acquire);
+        for (bucket, slot) in self.buckets[..high].iter().enumerate() {
+            // Acquire: pairs with the publication in `allocate` (and, transitively, with the
+            // start bumps a reader must see once it has seen their ends).
+            let base = slot.load(Ordering::Acquire);
+            if base.is_null() {
+                continue;
+            }
+            for offset in 0..(1usize << bucket) {
+                // SAFETY: as in `get_or_alloc`: a published bucket of `1 << bucket` slots,
+                // `offset` in range, freed only by `Drop` on `&mut self`.
+                #[allow(unsafe_code)]
+                let cell: &T = unsafe { &*base.add(offset) };
+                f(cell);
+            }
+        }
+    }
+}
+
+impl CellTable<Pair> {
     /// The cell at `at`, allocating its bucket on first use.
     #[inline]
     pub(crate) fn at(&self, at: Location) -> &Pair {
@@ -124,83 +206,9 @@ impl CellTable {
             &*base.byte_add(at.byte_offset())
         }
     }
-
-    #[inline]
-    pub(crate) fn get_or_alloc(&self, index: usize) -> &Pair {
-        let (bucket, offset) = locate(index);
-        // Acquire: pairs with the AcqRel publication in `allocate`, so the cells' initialised
-        // contents are visible before we touch them.
-        let mut base = self.buckets[bucket].load(Ordering::Acquire);
-        if base.is_null() {
-            base = self.allocate(bucket);
-        }
-        // SAFETY:
-        // - `base` is non-null and came from `allocate`, a `Box<[Slot]>` of `1 << bucket` slots;
-        // - `offset < 1 << bucket` by construction of `locate`;
-        // - the allocation is freed only in `Drop`, which takes `&mut self`, so it outlives the
-        //   returned borrow of `self`; slots are only ever accessed through shared references.
-        #[allow(unsafe_code)]
-        unsafe {
-            &*base.add(offset)
-        }
-    }
-
-    #[cold]
-    fn allocate(&self, bucket: usize) -> *mut Slot {
-        let len = 1usize << bucket;
-        // Raise `high` before publishing the bucket, so every thread that later finds the
-        // bucket through an Acquire load of its pointer has `high > bucket` happen-before its
-        // own updates of these cells. Relaxed suffices: that chain runs through the pointer's
-        // Release/Acquire, and the reader's load of `high` is ordered by coherence.
-        self.high.fetch_max(bucket + 1, Ordering::Relaxed);
-        let fresh: Box<[Slot]> = (0..len).map(|_| CachePadded::new(Pair::new())).collect();
-        let fresh = Box::into_raw(fresh).cast::<Slot>();
-        // AcqRel on success: Release publishes the initialised cells to every Acquire load of
-        // this bucket. Acquire on failure: we adopt the winner's cells, so we need its writes.
-        match self.buckets[bucket].compare_exchange(
-            ptr::null_mut(),
-            fresh,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => fresh,
-            Err(winner) => {
-                // SAFETY:
-                // - `fresh` came from `Box::into_raw` of a `Box<[Slot]>` of length `len` just
-                //   above and lost the race, so it was never published and nobody else has it.
-                #[allow(unsafe_code)]
-                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, len)) });
-                winner
-            }
-        }
-    }
-
-    /// Calls `f` on every allocated cell. Re-reads the bucket pointers on every call, so a
-    /// second call sees buckets allocated since the first.
-    #[inline]
-    pub(crate) fn for_each(&self, f: &mut dyn FnMut(&Pair)) {
-        // Acquire: a reader that has seen an end (Acquire) sees, by coherence, every `high`
-        // raised before that end's start; Acquire keeps the bucket loads after this one.
-        let high = self.high.load(Ordering::Acquire);
-        for (bucket, slot) in self.buckets[..high].iter().enumerate() {
-            // Acquire: pairs with the publication in `allocate` (and, transitively, with the
-            // start bumps a reader must see once it has seen their ends).
-            let base = slot.load(Ordering::Acquire);
-            if base.is_null() {
-                continue;
-            }
-            for offset in 0..(1usize << bucket) {
-                // SAFETY: as in `get_or_alloc`: a published bucket of `1 << bucket` slots,
-                // `offset` in range, freed only by `Drop` on `&mut self`.
-                #[allow(unsafe_code)]
-                let pair: &Pair = unsafe { &*base.add(offset) };
-                f(pair);
-            }
-        }
-    }
 }
 
-impl Drop for CellTable {
+impl<T> Drop for CellTable<T> {
     fn drop(&mut self) {
         for (bucket, slot) in self.buckets.iter().enumerate() {
             // Relaxed: `&mut self` means every other access has already happened-before this.

@@ -110,7 +110,9 @@
 //! `sched_getcpu` or the thread index with locked adds ([`CpuSource`]).
 //!
 //! Threads are identified by small *reusable* indices (lowest free first), so per-thread
-//! tables stay dense and a new thread inherits an exited thread's cells. Concurrency
+//! tables stay dense and a new thread inherits an exited thread's cells. [`ThreadCells`]
+//! exposes that table for any cell type (a per-thread histogram, a few sums), with the
+//! same single-writer contract `PerThread` relies on. Concurrency
 //! primitives come from one `sync` shim that switches to loom or shuttle under the
 //! `livecount_loom` / `livecount_shuttle` cfgs. The only `unsafe` code is the lock-free,
 //! append-only cell table and `PerCpu`'s platform layer (the rseq area and critical section,
@@ -134,6 +136,7 @@ mod sharded;
 mod single;
 mod striped;
 mod sync;
+mod thread_cells;
 mod thread_id;
 
 pub use counter::{Counter, Token, Totals};
@@ -143,6 +146,7 @@ pub use reference::Reference;
 pub use sharded::Sharded;
 pub use single::Single;
 pub use striped::Striped;
+pub use thread_cells::ThreadCells;
 
 /// Model checkers only (`livecount_loom`, `livecount_shuttle`): moves every model thread to
 /// the next CPU, as the kernel may between any two instructions. [`PerCpu`] is the only
