@@ -81,7 +81,7 @@
 //!   next poll, woken, when anything else ends the session),
 //!   and [`SessionTracker::spawn_reaper`].
 //! * `serde`: `Serialize` / `Deserialize` for [`Snapshot`], [`Window`], [`ByReason`],
-//!   [`EndReason`] and [`Phase`].
+//!   [`DurationsByReason`], [`DurationHistogram`], [`EndReason`] and [`Phase`].
 //!
 //! The crate takes snapshots and publishes none: `livecount-report`'s `LoadBoard` turns
 //! them into the one published load report (and its `spawn_publisher` is the periodic
@@ -163,8 +163,11 @@
 //! a held one, so a slot is never reused under anyone. An id is the slot index and its
 //! generation: a stale id's CAS fails on a reused slot. Walks (the reaper, `end_all`,
 //! `sessions()`) visit every slot handed out so far and take a reference to each live one.
-//! Ends per reason are `PerThread` counters bumped after a Release fence, so a snapshot
-//! that reads ends before starts always has `started >= ended`.
+//! Ends are counted by reason and duration bucket in the ending thread's own cell
+//! (`livecount::ThreadCells`, the machinery of `PerThread`: a plain load and store, after a
+//! Release fence), so a snapshot that reads ends before starts always has `started >=
+//! ended`, and the ends by reason are the sums of the duration buckets: each reason's
+//! [`DurationHistogram`] in a snapshot counts exactly its ends.
 //!
 //! Before this table the registry was a `sharded-slab` of `Arc`'d cores plus a journal of
 //! keys to walk: 150–170 ns per session and *slower* on two threads than on one, because
@@ -176,6 +179,9 @@
 
 mod cap;
 mod clock;
+mod duration_histogram;
+mod durations_by_reason;
+mod end_cells;
 mod end_signal;
 mod ended;
 mod lifecycle;
@@ -192,6 +198,8 @@ mod tracked;
 mod tracker;
 mod window;
 
+pub use duration_histogram::DurationHistogram;
+pub use durations_by_reason::DurationsByReason;
 pub use ended::Ended;
 pub use phase::Phase;
 pub use reason::{ByReason, EndReason};

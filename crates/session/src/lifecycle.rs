@@ -26,7 +26,8 @@
 //! drop ends the session first, a slot is only ever freed ended.
 //!
 //! * `end(reason)` CASes `ENDED | reason` in; the one CAS that sees ENDED clear is the winner,
-//!   and only the winner touches the `total` token, bumps a reason and decrements `total`.
+//!   and only the winner touches the `total` token, records its reason and duration and
+//!   decrements `total`.
 //! * `set_phase` CASes BUSY in (from neither BUSY nor ENDED), swaps the phase token on the
 //!   `generating` counter, then CASes BUSY out with the new phase. If an `end` won in the
 //!   meantime, the end left the phase token alone, and the BUSY holder releases it: whoever
@@ -233,8 +234,15 @@ impl<C: Counter> Lifecycle<C> {
     }
 
     /// Ends the session for `reason` if nothing ended it yet; `true` for the one call that did.
+    /// The winner, and only it, calls `elapsed_micros` for the session's duration and records
+    /// it with the reason.
     #[inline]
-    pub(crate) fn end(&self, reason: EndReason, tally: &Tally<C>) -> bool {
+    pub(crate) fn end(
+        &self,
+        reason: EndReason,
+        tally: &Tally<C>,
+        elapsed_micros: impl FnOnce() -> u64,
+    ) -> bool {
         let ended = ENDED | ((reason.index() as u64) << REASON_SHIFT);
         // Acquire (here and on CAS failure): sees the phase token a BUSY holder left behind.
         let mut state = self.state.load(Ordering::Acquire);
@@ -259,7 +267,7 @@ impl<C: Counter> Lifecycle<C> {
             // No transition in progress, and none can start now: the phase token is ours.
             self.release_phase_token(tally);
         }
-        tally.reasons.bump(reason);
+        tally.ends.record(reason, elapsed_micros());
         // SAFETY:
         // - We set ENDED, which no other CAS can do again, so no other thread touches
         //   `total_token` (see the `Sync` impl); `start` wrote it before sharing.
@@ -476,7 +484,7 @@ mod tests {
         assert_eq!(life.generation(), 1);
         assert_eq!(tally.total.load(), 1);
         // End it, free it, reuse it: the generation moves on.
-        assert!(life.end(EndReason::Completed, &tally));
+        assert!(life.end(EndReason::Completed, &tally, || 0));
         let freed = life.release_ended().expect("the only reference");
         assert_eq!(
             (refs(freed), refs(word(&life))),
@@ -485,7 +493,7 @@ mod tests {
         );
         assert_eq!(life.activate(&tally), 2);
         assert_eq!(refs(word(&life)), 1);
-        assert!(life.end(EndReason::Completed, &tally)); // its counter token goes back
+        assert!(life.end(EndReason::Completed, &tally, || 0)); // its counter token goes back
     }
 
     #[test]
@@ -497,7 +505,7 @@ mod tests {
             Ordering::Relaxed,
         );
         assert_eq!(life.activate(&tally), 1, "generation 0 names no session");
-        assert!(life.end(EndReason::Completed, &tally)); // its counter token goes back
+        assert!(life.end(EndReason::Completed, &tally, || 0)); // its counter token goes back
     }
 
     #[test]
@@ -516,7 +524,7 @@ mod tests {
         assert_eq!(refs(word(&life)), 3);
         assert_eq!(life.release(), None);
         assert_eq!(refs(word(&life)), 2);
-        assert!(life.end(EndReason::Failed, &tally));
+        assert!(life.end(EndReason::Failed, &tally, || 0));
         assert!(!life.try_acquire(None), "an ended session was acquired");
         assert_eq!(life.release_ended(), None, "freed with a reference left");
         assert_eq!(refs(word(&life)), 1);
@@ -534,7 +542,7 @@ mod tests {
         let life = Lifecycle::new();
         life.activate(&tally);
         let before = crate::end_signal::wake_calls();
-        assert!(life.end(EndReason::Completed, &tally));
+        assert!(life.end(EndReason::Completed, &tally, || 0));
         assert_eq!(
             crate::end_signal::wake_calls(),
             before,
@@ -544,7 +552,7 @@ mod tests {
         life.activate(&tally);
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         assert!(life.poll_end_owner(&mut cx).is_pending());
-        assert!(life.end(EndReason::Completed, &tally));
+        assert!(life.end(EndReason::Completed, &tally, || 0));
         let after = crate::end_signal::wake_calls();
         assert_eq!((after.0 - before.0, after.1 - before.1), (1, 0));
         // A handle's waiter: the end wakes the waiter list only.
@@ -552,7 +560,7 @@ mod tests {
         life.activate(&tally);
         let mut place = None;
         assert!(life.poll_end_waiter(&mut place, &mut cx).is_pending());
-        assert!(life.end(EndReason::Completed, &tally));
+        assert!(life.end(EndReason::Completed, &tally, || 0));
         let last = crate::end_signal::wake_calls();
         assert_eq!((last.0 - after.0, last.1 - after.1), (0, 1));
         life.forget_waiter(place);

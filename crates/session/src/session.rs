@@ -131,7 +131,15 @@ impl<C: Counter, M> Held<C, M> {
     }
 
     fn end(&self, reason: EndReason) -> bool {
-        self.slot().life.end(reason, &self.shared().tally)
+        let shared = self.shared();
+        self.slot().end(reason, &shared.tally, &shared.clock, None)
+    }
+
+    fn end_at(&self, reason: EndReason, at: Instant) -> bool {
+        let shared = self.shared();
+        let at = shared.clock.nanos_of(at);
+        self.slot()
+            .end(reason, &shared.tally, &shared.clock, Some(at))
     }
 
     fn touch(&self) {
@@ -232,6 +240,25 @@ impl<C: Counter, M> Session<C, M> {
     /// already had (then nothing changes).
     pub fn end(&self, reason: EndReason) -> bool {
         self.held.end(reason)
+    }
+
+    /// [`end`](Session::end) as if the time were `at` (a virtual clock, in tests and
+    /// simulations): the session's duration in [`Snapshot::durations`](crate::Snapshot::durations)
+    /// runs to `at` (zero if `at` is before the start).
+    ///
+    /// ```
+    /// use livecount_session::{EndReason, SessionTracker};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let t0 = Instant::now();
+    /// let session = tracker.try_start_at(t0).unwrap();
+    /// assert!(session.end_at(EndReason::TimedOut, t0 + Duration::from_secs(90)));
+    /// let timed_out = tracker.snapshot().durations.get(EndReason::TimedOut).sum();
+    /// assert_eq!(timed_out, Duration::from_secs(90));
+    /// ```
+    pub fn end_at(&self, reason: EndReason, at: Instant) -> bool {
+        self.held.end_at(reason, at)
     }
 
     /// Moves the session to `phase` (and records activity). `false` if it has ended.
@@ -361,6 +388,11 @@ impl<C: Counter, M> EndHandle<C, M> {
     /// already had (then nothing changes).
     pub fn end(&self, reason: EndReason) -> bool {
         self.held.end(reason)
+    }
+
+    /// [`end`](EndHandle::end) as if the time were `at`; see [`Session::end_at`].
+    pub fn end_at(&self, reason: EndReason, at: Instant) -> bool {
+        self.held.end_at(reason, at)
     }
 
     /// Records activity now (a heartbeat, a frame received), so the reaper leaves it alone.

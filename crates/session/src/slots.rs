@@ -41,6 +41,7 @@ use livecount::Counter;
 
 use crate::clock::CoarseClock;
 use crate::lifecycle::Lifecycle;
+use crate::reason::EndReason;
 use crate::start_error::StartError;
 use crate::sync::{Ordering, UnsafeCell};
 // `std` even under loom: the tracker state's counts are `Arc`'s protocol (Relaxed adds, a
@@ -116,6 +117,23 @@ impl<C: Counter, M> Slot<C, M> {
         // - As in `started_at`; the borrow lives no longer than `&self`, that is, than the
         //   reference the caller holds.
         self.data.with(|data| unsafe { (*data).metadata.as_ref() })
+    }
+
+    /// Ends the session for `reason` (see [`Lifecycle::end`]), its duration measured to the
+    /// clock reading `at`, or to now on `clock` if `None`. The caller holds a reference.
+    #[inline]
+    pub(crate) fn end(
+        &self,
+        reason: EndReason,
+        tally: &Tally<C>,
+        clock: &CoarseClock,
+        at: Option<u64>,
+    ) -> bool {
+        self.life.end(reason, tally, || {
+            let ended = at.unwrap_or_else(|| clock.now_nanos());
+            // Zero for an end before its start (virtual instants only).
+            ended.saturating_sub(self.started()) / 1_000
+        })
     }
 
     /// Records activity at clock reading `now`.
@@ -265,11 +283,13 @@ impl<C: Counter, M> Shared<C, M> {
     }
 
     /// Starts a session: refuses it while draining, admits it (a capped tracker), takes a free slot, fills it, counts
-    /// and publishes it. No session is counted on an error (a refusal at the cap is).
+    /// and publishes it, started at the clock reading `at` (now if `None`). No session is
+    /// counted on an error (a refusal at the cap is).
     #[inline]
     pub(crate) fn start(
         this: NonNull<Self>,
         metadata: Option<M>,
+        at: Option<u64>,
     ) -> Result<NonNull<Slot<C, M>>, StartError> {
         // SAFETY: the caller holds a tracker handle, so the state is alive.
         let shared = unsafe { this.as_ref() };
@@ -296,7 +316,7 @@ impl<C: Counter, M> Shared<C, M> {
         // - The slot came from a free list, so it is free and ours: no reference to it
         //   exists, and `try_acquire` fails on it until `activate` publishes it.
         let slot_ref = unsafe { slot.as_ref() };
-        let now = shared.clock.now_nanos();
+        let now = at.unwrap_or_else(|| shared.clock.now_nanos());
         // SAFETY: as above: nobody reads the data of a free slot.
         slot_ref.data.with_mut(|data| unsafe {
             (*data).started = now;

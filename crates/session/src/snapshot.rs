@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::durations_by_reason::DurationsByReason;
 use crate::phase::Phase;
 use crate::reason::{ByReason, EndReason};
 use crate::tally::Reading;
@@ -11,6 +12,7 @@ use crate::tally::Reading;
 ///
 /// * `active == started - ended` and `started >= ended`;
 /// * `ended == ended_by_reason.total()`;
+/// * `durations.counts() == ended_by_reason`: each reason's histogram counts its ends;
 /// * `listening + generating == active`.
 ///
 /// Under concurrent starts and ends, `active` has the gauge read guarantee of
@@ -64,6 +66,13 @@ pub struct Snapshot {
     pub generating: u64,
     /// Ended sessions, per reason.
     pub ended_by_reason: ByReason,
+    /// How long the ended sessions lasted, per reason: each histogram counts exactly the
+    /// sessions `ended_by_reason` counts for its reason (the counts are read once, as
+    /// duration buckets). Its sum covers every session counted and may also cover sessions
+    /// that ended while the snapshot was read (a few µs), never fewer. Missing from older
+    /// serialised snapshots: then empty.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub durations: DurationsByReason,
     /// Sessions refused before they started: by a capped tracker at its cap
     /// ([`StartError::AtCapacity`](crate::StartError::AtCapacity)) and by the service
     /// ([`note_refused`](crate::SessionTracker::note_refused)). Not part of `started`.
@@ -84,6 +93,7 @@ impl Snapshot {
             listening: reading.active - reading.generating,
             generating: reading.generating,
             ended_by_reason: reading.ended_by_reason,
+            durations: reading.durations,
             refused: reading.refused,
         }
     }
@@ -133,6 +143,7 @@ impl Snapshot {
         self.started >= self.ended
             && self.active == self.started - self.ended
             && self.ended == self.ended_by_reason.total()
+            && self.durations.counts() == self.ended_by_reason
             && self.listening + self.generating == self.active
     }
 }

@@ -2,70 +2,14 @@
 //! the coherent read a [`Snapshot`](crate::Snapshot) is built from.
 
 use livecount::Counter;
-#[cfg(not(livecount_loom))]
-use livecount::PerThread;
 
 use crate::cap::Cap;
-use crate::reason::{ByReason, EndReason};
+use crate::durations_by_reason::DurationsByReason;
+use crate::end_cells::EndCells;
+use crate::reason::ByReason;
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
-
-/// Monotone end counts: one [`PerThread`] counter per reason, never decremented.
-///
-/// A bump is a plain store on a line only the calling thread writes (`PerThread`'s cell), after
-/// a **Release fence**; a read takes the counts, then an **Acquire fence**. A `livecount`
-/// increment is Relaxed, and the fences are what make a reader that counts an end also see
-/// the session's start (which happened before the end's fence): that is what makes
-/// `started >= ended` in every snapshot.
-///
-/// Under `livecount_loom` each reason is one atomic bumped with a Relaxed `fetch_add` after
-/// the same fence: the synchronisation the models check is the fence pair, whatever the cell;
-/// `PerThread` itself is model-checked in `livecount`'s own loom suite, and its thread-index
-/// machinery would multiply these models' state space a hundredfold.
-#[derive(Debug)]
-pub(crate) struct ReasonTally {
-    #[cfg(not(livecount_loom))]
-    counts: [PerThread; EndReason::COUNT],
-    #[cfg(livecount_loom)]
-    counts: [crate::sync::AtomicU64; EndReason::COUNT],
-}
-
-impl ReasonTally {
-    pub(crate) fn new() -> Self {
-        ReasonTally {
-            #[cfg(not(livecount_loom))]
-            counts: std::array::from_fn(|_| PerThread::new()),
-            #[cfg(livecount_loom)]
-            counts: std::array::from_fn(|_| crate::sync::AtomicU64::new(0)),
-        }
-    }
-
-    /// Counts one end for `reason`.
-    #[inline]
-    pub(crate) fn bump(&self, reason: EndReason) {
-        // Release: a reader whose loads see this increment and then fences with Acquire (in
-        // `read`) sees the start of the same session, which happened before this fence.
-        fence(Ordering::Release);
-        let count = &self.counts[reason.index()];
-        // Never decremented: a monotone count, so the token is never redeemed.
-        #[cfg(not(livecount_loom))]
-        std::mem::forget(count.increment());
-        #[cfg(livecount_loom)]
-        count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Ends per reason so far.
-    pub(crate) fn read(&self) -> ByReason {
-        #[cfg(not(livecount_loom))]
-        let counts = std::array::from_fn(|i| self.counts[i].load());
-        #[cfg(livecount_loom)]
-        let counts = std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed));
-        // Acquire: pairs with the Release fences in `bump` (see there).
-        fence(Ordering::Acquire);
-        ByReason::from_counts(counts)
-    }
-}
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
 /// Everything the tracker counts.
 #[derive(Debug)]
@@ -75,7 +19,8 @@ pub(crate) struct Tally<C> {
     /// One token per live session in [`Phase::Generating`](crate::Phase::Generating).
     /// `Listening` is the rest of the active total, so the phases always sum to it.
     pub(crate) generating: C,
-    pub(crate) reasons: ReasonTally,
+    /// Ends by reason and duration bucket: the ends by reason are their sums.
+    pub(crate) ends: EndCells,
     /// The exact limit on live sessions, for a capped tracker.
     pub(crate) cap: Option<Cap>,
     /// Sessions refused before they started: at the cap, or by the service
@@ -91,6 +36,8 @@ pub(crate) struct Tally<C> {
 pub(crate) struct Reading {
     pub(crate) started: u64,
     pub(crate) ended_by_reason: ByReason,
+    /// The same ends with their durations: `durations.counts() == ended_by_reason`.
+    pub(crate) durations: DurationsByReason,
     pub(crate) generating: u64,
     /// `started - ended`.
     pub(crate) active: u64,
@@ -102,7 +49,7 @@ impl<C: Counter> Tally<C> {
         Tally {
             total,
             generating,
-            reasons: ReasonTally::new(),
+            ends: EndCells::new(),
             cap,
             refused: AtomicU64::new(0),
             draining: CachePadded::new(AtomicBool::new(false)),
@@ -136,15 +83,17 @@ impl<C: Counter> Tally<C> {
     /// Ends are Release-bumped after their start, and read with Acquire before the starts, so
     /// every end read has its start read too: `started >= ended`, and `active = started -
     /// ended` is never negative and never misses a session open during the whole read (the
-    /// gauge read guarantee of [`Counter`]). `ended` is *defined* as the sum over reasons, so
-    /// the reasons always add up. `generating` is clamped to `active` and `listening` is the
+    /// gauge read guarantee of [`Counter`]). `ended` is *defined* as the sum over reasons, and
+    /// each reason's count as the sum of its duration buckets, so the reasons always add up
+    /// and each reason's histogram counts exactly its ends. `generating` is clamped to `active` and `listening` is the
     /// rest, so the phases always add up to `active`.
     ///
     /// A counter without totals (`livecount::Single`) gives `active` from its linearizable
     /// `load` and `started = ended + active`, which may lag by the sessions that ended during
     /// the read.
     pub(crate) fn read(&self) -> Reading {
-        let ended_by_reason = self.reasons.read();
+        let durations = self.ends.read();
+        let ended_by_reason = durations.counts();
         let ended = ended_by_reason.total();
         let generating = self.generating.load();
         let (started, active) = match self.total.totals() {
@@ -157,6 +106,7 @@ impl<C: Counter> Tally<C> {
         Reading {
             started,
             ended_by_reason,
+            durations,
             generating: generating.min(active),
             active,
             // Relaxed: see `note_refused`.

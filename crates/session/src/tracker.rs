@@ -244,7 +244,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// Where [`try_start`](SessionTracker::try_start) fails: when the session table is full
     /// (over two billion live sessions); nothing is counted then.
     pub fn start(&self) -> Session<C, M> {
-        self.try_start_inner(None)
+        self.try_start_inner(None, None)
             .unwrap_or_else(|e| panic!("livecount-session: {e}"))
     }
 
@@ -261,16 +261,41 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// # drop(session);
     /// ```
     pub fn try_start(&self) -> Result<Session<C, M>, StartError> {
-        self.try_start_inner(None)
+        self.try_start_inner(None, None)
     }
 
     /// [`try_start`](SessionTracker::try_start) with `metadata`.
     pub fn try_start_with(&self, metadata: M) -> Result<Session<C, M>, StartError> {
-        self.try_start_inner(Some(metadata))
+        self.try_start_inner(Some(metadata), None)
     }
 
-    fn try_start_inner(&self, metadata: Option<M>) -> Result<Session<C, M>, StartError> {
-        Shared::start(self.shared, metadata).map(|slot| Session::new(slot, self.shared))
+    /// [`try_start`](SessionTracker::try_start) as if the time were `at` (a virtual clock,
+    /// in tests and simulations): the session's start and last activity are `at`, exactly,
+    /// and its duration (in [`Snapshot::durations`]) runs from there.
+    ///
+    /// ```
+    /// use livecount_session::{EndReason, SessionTracker};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let t = Instant::now() + Duration::from_secs(100);
+    /// let session = tracker.try_start_at(t).unwrap();
+    /// assert_eq!(tracker.sessions()[0].started_at, t);
+    /// session.end_at(EndReason::Completed, t + Duration::from_secs(2));
+    /// let completed = tracker.snapshot().durations.get(EndReason::Completed).sum();
+    /// assert_eq!(completed, Duration::from_secs(2));
+    /// ```
+    pub fn try_start_at(&self, at: Instant) -> Result<Session<C, M>, StartError> {
+        let at = self.shared().clock.nanos_of(at);
+        self.try_start_inner(None, Some(at))
+    }
+
+    fn try_start_inner(
+        &self,
+        metadata: Option<M>,
+        at: Option<u64>,
+    ) -> Result<Session<C, M>, StartError> {
+        Shared::start(self.shared, metadata, at).map(|slot| Session::new(slot, self.shared))
     }
 
     /// Runs `f` on the live session `id`'s slot, holding a reference to it meanwhile.
@@ -298,7 +323,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     ///
     /// As [`start`](SessionTracker::start) does.
     pub fn start_with(&self, metadata: M) -> Session<C, M> {
-        self.try_start_inner(Some(metadata))
+        self.try_start_inner(Some(metadata), None)
             .unwrap_or_else(|e| panic!("livecount-session: {e}"))
     }
 
@@ -320,8 +345,8 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// assert!(!tracker.end(session.id(), EndReason::Shutdown));
     /// ```
     pub fn end(&self, id: SessionId, reason: EndReason) -> bool {
-        let tally = &self.shared().tally;
-        self.with_live(id, |slot| slot.life.end(reason, tally))
+        let (tally, clock) = (&self.shared().tally, &self.shared().clock);
+        self.with_live(id, |slot| slot.end(reason, tally, clock, None))
             .unwrap_or(false)
     }
 
@@ -339,9 +364,9 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// ```
     pub fn end_all(&self, reason: EndReason) -> usize {
         let mut ended = 0;
-        let tally = &self.shared().tally;
+        let (tally, clock) = (&self.shared().tally, &self.shared().clock);
         Shared::for_each(self.shared, |slot| {
-            ended += usize::from(slot.life.end(reason, tally));
+            ended += usize::from(slot.end(reason, tally, clock, None));
         });
         ended
     }
@@ -402,7 +427,8 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
         self.reap_at(Instant::now(), idle_longer_than)
     }
 
-    /// [`reap`](SessionTracker::reap) as if the time were `now` (a virtual clock).
+    /// [`reap`](SessionTracker::reap) as if the time were `now` (a virtual clock): a reaped
+    /// session's duration runs to `now`.
     ///
     /// ```
     /// # use livecount_session::SessionTracker;
@@ -417,6 +443,7 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
     pub fn reap_at(&self, now: Instant, idle_longer_than: Duration) -> Vec<SessionInfo<M>> {
         let mut reaped = Vec::new();
         let (tally, clock) = (&self.shared().tally, &self.shared().clock);
+        let at = clock.nanos_of(now);
         Shared::for_each(self.shared, |slot| {
             let last = clock.instant(slot.last_activity());
             if now.saturating_duration_since(last) <= idle_longer_than {
@@ -424,7 +451,7 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
             }
             // Read before ending: afterwards the phase is gone.
             let info = SessionInfo::read(slot, clock);
-            if slot.life.end(EndReason::Reaped, tally) {
+            if slot.end(EndReason::Reaped, tally, clock, Some(at)) {
                 reaped.extend(info);
             }
         });

@@ -1,5 +1,5 @@
 //! `serde` round trips of what a service publishes: `Snapshot`, `Window`,
-//! `ByReason` as a map of reason names. The `serde` feature is on for this crate's tests
+//! `ByReason` and the duration histograms as maps of reason names. The `serde` feature is on for this crate's tests
 //! through its dev-dependency on itself.
 
 use std::time::{Duration, Instant, SystemTime};
@@ -96,4 +96,30 @@ fn reasons_and_phases_use_their_metric_names() {
     let partial: livecount_session::ByReason = serde_json::from_str(r#"{"reaped": 4}"#).unwrap();
     assert_eq!((partial.get(EndReason::Reaped), partial.total()), (4, 4));
     assert!(serde_json::from_str::<livecount_session::ByReason>(r#"{"vanished": 1}"#).is_err());
+}
+
+#[test]
+fn durations_travel_by_reason_name_and_default_to_empty() {
+    let tracker = SessionTracker::new();
+    let t0 = Instant::now();
+    let call = tracker.try_start_at(t0).unwrap();
+    call.end_at(EndReason::Completed, t0 + Duration::from_secs(3));
+    let snapshot = tracker.snapshot();
+    let mut json = serde_json::to_value(snapshot).unwrap();
+    let completed = &json["durations"]["completed"];
+    assert_eq!(completed["sum_micros"], 3_000_000);
+    assert_eq!(
+        completed["buckets"][4], 1,
+        "3 s is in the bucket up to 5 s: {completed}"
+    );
+    assert_eq!(json["durations"]["failed"]["buckets"][0], 0);
+    let back: Snapshot = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back.durations, snapshot.durations);
+    assert!(back.is_consistent());
+
+    // A snapshot from before durations existed reads with none.
+    json.as_object_mut().unwrap().remove("durations");
+    let old: Snapshot = serde_json::from_value(json).unwrap();
+    assert_eq!(old.durations.total().count(), 0);
+    assert_eq!(old.ended_by_reason, snapshot.ended_by_reason);
 }
