@@ -1,5 +1,6 @@
 //! loom models of the session ending protocol: exhaustive interleavings (with a preemption
 //! bound) of racing enders, a phase change racing an end, the reaper racing a normal end,
+//! an end, `end_all` and the reaper racing (each recording the session's duration once),
 //! snapshots racing ends and each other, phase changes from a handle racing the owner's
 //! and an end, and an end racing a poll that registers for it (no lost wake-up), under the
 //! C++11 memory model.
@@ -24,7 +25,7 @@ use std::future::poll_fn;
 use std::time::{Duration, Instant};
 
 use livecount::{Counter, Sharded, Single};
-use livecount_session::{EndReason, Phase, SessionTracker, Snapshot};
+use livecount_session::{DurationHistogram, EndReason, Phase, SessionTracker, Snapshot};
 use loom::thread;
 
 /// Runs `f` under loom: the workspace's one model runner (bounds, branches; see there).
@@ -47,6 +48,9 @@ fn assert_balanced<C: Counter>(tracker: &SessionTracker<C>, sessions: u64) -> Sn
         "{s:?}"
     );
     assert_eq!((s.listening, s.generating), (0, 0), "{s:?}");
+    // Every end's duration recorded once, under its reason.
+    assert_eq!(s.durations.total().count(), sessions, "{s:?}");
+    assert_eq!(s.durations.counts(), s.ended_by_reason, "{s:?}");
     s
 }
 
@@ -146,6 +150,58 @@ fn reaper_races_a_normal_end() {
         drop(session);
         let s = assert_balanced(&tracker, 1);
         assert_eq!(s.ended_by(expected), 1);
+    });
+}
+
+/// An end at a virtual 10 s (by a handle), `end_all` (on the real clock: a few µs) and the
+/// reaper at a virtual hour race for one session, with a snapshot taken meanwhile: the
+/// winner's duration, and only its, is recorded, once, in its reason's histogram and the
+/// bucket its duration names; the snapshot's histograms count exactly its ends by reason.
+#[test]
+fn one_duration_per_end_under_end_all_and_the_reaper() {
+    model(2, || {
+        let tracker = SessionTracker::<Single>::default();
+        let t0 = Instant::now();
+        let session = tracker.try_start_at(t0).unwrap();
+        let handle = session.handle();
+        let completer = thread::spawn(move || {
+            handle.end_at(EndReason::Completed, t0 + Duration::from_secs(10))
+        });
+        let reaper = {
+            let tracker = tracker.clone();
+            let later = t0 + Duration::from_secs(3600);
+            thread::spawn(move || tracker.reap_at(later, Duration::from_secs(60)).len())
+        };
+        let cut = tracker.end_all(EndReason::Shutdown);
+        let during = tracker.snapshot();
+        assert!(during.is_consistent(), "{during:?}");
+        let completed = usize::from(completer.join().unwrap());
+        let reaped = reaper.join().unwrap();
+        assert_eq!(completed + reaped + cut, 1, "exactly one of them ends it");
+        let winner = session.reason().expect("ended");
+        drop(session);
+        let s = assert_balanced(&tracker, 1);
+        for (reason, h) in s.durations.iter() {
+            assert_eq!(h.count(), u64::from(reason == winner), "{reason}: {s:?}");
+        }
+        let h = s.durations.get(winner);
+        let expected = match winner {
+            EndReason::Completed => Some(Duration::from_secs(10)),
+            EndReason::Reaped => Some(Duration::from_secs(3600)),
+            // The real clock's reading: under a second, in the first bucket or the next.
+            _ => None,
+        };
+        match expected {
+            Some(lasted) => {
+                assert_eq!(h.sum(), lasted, "{s:?}");
+                assert_eq!(
+                    h.buckets()[DurationHistogram::bucket_of(lasted)],
+                    1,
+                    "{s:?}"
+                );
+            }
+            None => assert!(h.sum() < Duration::from_secs(1), "{s:?}"),
+        }
     });
 }
 

@@ -9,7 +9,15 @@
 //! when the model had the session live (nothing ends twice), reaping ends exactly the sessions
 //! the model says are idle, the registry lists exactly the live sessions, no two sessions
 //! ever had the same id (a reused slot's id is new), a start is refused exactly when the model
-//! is at its cap, and the exact admitted count is the model's live count.
+//! is at its cap, the exact admitted count is the model's live count, and every reason's
+//! duration histogram (buckets and sum) is the model's: each end recorded once, with its
+//! reason, its duration on the virtual clock in the right bucket.
+//!
+//! Durations: sessions start at virtual instants (`try_start_at`); the guard's and the
+//! handles' ends and the reaper end at the virtual now (`end_at`, `reap_at`), so their
+//! durations are the virtual time between. The virtual clock runs an hour ahead of the real
+//! one, so the ends that read the real clock (a drop, an end by id, `end_all`) come before
+//! their session's virtual start and last exactly zero.
 //!
 //! Cases: `PROPTEST_CASES` (default 256), read here because `Config::with_cases` ignores it.
 
@@ -18,7 +26,9 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped};
-use livecount_session::{EndHandle, EndReason, Phase, Session, SessionTracker, StartError};
+use livecount_session::{
+    DurationHistogram, EndHandle, EndReason, Phase, Session, SessionTracker, StartError,
+};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
@@ -27,6 +37,8 @@ use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state
 #[derive(Clone, Debug)]
 struct ModelSession {
     ended: Option<EndReason>,
+    /// Virtual seconds of the start.
+    started: u64,
     phase: Phase,
     /// Virtual seconds of the last touch.
     last_activity: u64,
@@ -53,6 +65,10 @@ struct Model {
     draining: bool,
     expect_first_drain: bool,
     expect_ended_all: usize,
+    /// Ends per reason (in `EndReason::ALL` order) and duration bucket, bucketed here
+    /// (not by `DurationHistogram`), and their durations' sums in seconds.
+    buckets: [[u64; DurationHistogram::BUCKETS]; EndReason::COUNT],
+    sums: [u64; EndReason::COUNT],
 }
 
 impl Model {
@@ -152,6 +168,7 @@ impl ReferenceStateMachine for Model {
             }
             Step::Start => state.sessions.push(ModelSession {
                 ended: None,
+                started: now,
                 phase: Phase::Listening,
                 last_activity: now,
                 guard: true,
@@ -172,23 +189,24 @@ impl ReferenceStateMachine for Model {
             }
             Step::Touch(i) => state.sessions[i].last_activity = now,
             Step::TouchByHandle(h) => state.sessions[state.handles[h]].last_activity = now,
-            Step::End(i, reason) => state.expect_end = end(&mut state.sessions[i], reason),
+            Step::End(i, reason) => state.expect_end = state.end(i, reason, Some(now)),
             Step::EndByHandle(h, reason) => {
                 let i = state.handles[h];
-                state.expect_end = end(&mut state.sessions[i], reason);
+                state.expect_end = state.end(i, reason, Some(now));
             }
-            Step::EndById(i, reason) => state.expect_end = end(&mut state.sessions[i], reason),
+            Step::EndById(i, reason) => state.expect_end = state.end(i, reason, None),
             Step::CloneHandle(i) => state.handles.push(i),
             Step::Drop(i) => {
                 state.sessions[i].guard = false;
-                end(&mut state.sessions[i], EndReason::Dropped);
+                state.end(i, EndReason::Dropped, None);
             }
             Step::Forget(i) => state.sessions[i].guard = false,
             Step::Advance(secs) => state.now += secs,
             Step::Reap(idle) => {
-                for (i, s) in state.sessions.iter_mut().enumerate() {
+                for i in 0..state.sessions.len() {
+                    let s = &state.sessions[i];
                     if s.ended.is_none() && now - s.last_activity > idle {
-                        s.ended = Some(EndReason::Reaped);
+                        state.end(i, EndReason::Reaped, Some(now));
                         state.expect_reaped.insert(i);
                     }
                 }
@@ -200,8 +218,8 @@ impl ReferenceStateMachine for Model {
             }
             Step::EndAll(reason) => {
                 state.expect_ended_all = 0;
-                for s in &mut state.sessions {
-                    state.expect_ended_all += usize::from(end(s, reason));
+                for i in 0..state.sessions.len() {
+                    state.expect_ended_all += usize::from(state.end(i, reason, None));
                 }
             }
         }
@@ -209,13 +227,26 @@ impl ReferenceStateMachine for Model {
     }
 }
 
-/// Ends a model session; `true` if it was live.
-fn end(session: &mut ModelSession, reason: EndReason) -> bool {
-    let live = session.ended.is_none();
-    if live {
-        session.ended = Some(reason);
+impl Model {
+    /// Ends session `i` at virtual second `at` (`None`: at the real clock, before its
+    /// virtual start, so it lasted zero); `true` if it was live.
+    fn end(&mut self, i: usize, reason: EndReason, at: Option<u64>) -> bool {
+        let session = &mut self.sessions[i];
+        let live = session.ended.is_none();
+        if live {
+            session.ended = Some(reason);
+            let lasted = at.map_or(0, |at| at - session.started);
+            let index = EndReason::ALL.iter().position(|&r| r == reason).unwrap();
+            // The first bound the duration does not exceed; past them all, the last bucket.
+            let bucket = DurationHistogram::BOUNDS
+                .iter()
+                .position(|&bound| Duration::from_secs(lasted) <= bound)
+                .unwrap_or(DurationHistogram::BUCKETS - 1);
+            self.buckets[index][bucket] += 1;
+            self.sums[index] += lasted;
+        }
+        live
     }
-    live
 }
 
 /// The tracker and everything the program holds.
@@ -245,7 +276,8 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
                 Some(max) => SessionTracker::with_counters_and_max(C::default(), C::default(), max),
                 None => SessionTracker::default(),
             },
-            base: Instant::now(),
+            // An hour ahead: see the module docs.
+            base: Instant::now() + Duration::from_secs(3600),
             guards: Vec::new(),
             ids: Vec::new(),
             handles: Vec::new(),
@@ -273,8 +305,7 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
                 assert_eq!(sys.tracker.end_all(reason), model.expect_ended_all);
             }
             Step::Start => {
-                let session = sys.tracker.try_start().expect("the model has room");
-                session.touch_at(now); // started "now" on the virtual clock
+                let session = sys.tracker.try_start_at(now).expect("the model has room");
                 sys.ids.push(session.id());
                 sys.guards.push(Some(session));
             }
@@ -288,9 +319,11 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
             }
             Step::Touch(i) => guard(&sys, i).touch_at(now),
             Step::TouchByHandle(h) => sys.handles[h].touch_at(now),
-            Step::End(i, reason) => assert_eq!(guard(&sys, i).end(reason), model.expect_end),
+            Step::End(i, reason) => {
+                assert_eq!(guard(&sys, i).end_at(reason, now), model.expect_end);
+            }
             Step::EndByHandle(h, reason) => {
-                assert_eq!(sys.handles[h].end(reason), model.expect_end);
+                assert_eq!(sys.handles[h].end_at(reason, now), model.expect_end);
             }
             Step::EndById(i, reason) => {
                 assert_eq!(sys.tracker.end(sys.ids[i], reason), model.expect_end);
@@ -331,9 +364,21 @@ impl<C: Counter + Default + 'static> StateMachineTest for SessionMachine<C> {
             (s.generating, s.listening),
             (generating, s.active - generating)
         );
-        for reason in EndReason::ALL {
+        for (index, reason) in EndReason::ALL.into_iter().enumerate() {
             let n = model.sessions.iter().filter(|m| m.ended == Some(reason));
             assert_eq!(s.ended_by(reason), n.count() as u64, "{reason}");
+            let durations = s.durations.get(reason);
+            assert_eq!(
+                durations.buckets(),
+                &model.buckets[index],
+                "{reason}'s buckets"
+            );
+            assert_eq!(
+                durations.sum(),
+                Duration::from_secs(model.sums[index]),
+                "{reason}"
+            );
+            assert_eq!(durations.count(), s.ended_by(reason), "{reason}");
         }
         let mut listed: Vec<_> = sys.tracker.sessions().iter().map(|i| i.id).collect();
         let mut expected: Vec<_> = (0..model.sessions.len())
