@@ -242,6 +242,11 @@ impl LoadBoard {
                 .iter()
                 .map(|(r, n)| (r.as_str().to_owned(), n))
                 .collect(),
+            durations: snapshot
+                .durations
+                .iter()
+                .map(|(r, h)| (r.as_str().to_owned(), h))
+                .collect(),
             // The tracker's refusals (at its cap, or noted by the service) and the board's.
             // Relaxed: see `note_rejected`.
             rejected: snapshot.refused + self.rejected.load(Ordering::Relaxed),
@@ -361,6 +366,9 @@ mod tests {
             (r.active, r.ended, r.ended_by_reason["dropped"]),
             (0, 80, 80)
         );
+        // The snapshot's durations travel with it, each reason's counting its ends.
+        assert_eq!(r.durations["dropped"].count(), 80);
+        assert_eq!(r.durations.len(), r.ended_by_reason.len());
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use livecount_session::DurationHistogram;
+
 use crate::PrequalProbe;
 
 /// One load report: a tracker snapshot, the process's utilisation and the capacity model's
@@ -44,6 +46,12 @@ pub struct LoadReport {
     pub ended: u64,
     /// Ended sessions per reason (`EndReason::as_str` names).
     pub ended_by_reason: BTreeMap<String, u64>,
+    /// How long the ended sessions lasted, per reason (the same names): the snapshot's
+    /// [`durations`](livecount_session::Snapshot::durations), each histogram counting
+    /// exactly its reason's `ended_by_reason`. Empty (and so absent from `/metrics`) in a
+    /// report from an agent that predates it.
+    #[serde(default)]
+    pub durations: BTreeMap<String, DurationHistogram>,
     /// Sessions refused before they started (at capacity, or while draining).
     pub rejected: u64,
     /// The most sessions the backend admits, if it has a hard limit.
@@ -91,6 +99,7 @@ impl LoadReport {
             started: 0,
             ended: 0,
             ended_by_reason: BTreeMap::new(),
+            durations: BTreeMap::new(),
             rejected: 0,
             max_sessions: None,
             pretend_qps: 0.0,

@@ -105,6 +105,7 @@ pub fn render(report: &LoadReport) -> String {
             escape_label(reason)
         );
     }
+    durations(&mut s, report);
     let _ = writeln!(
         s,
         "# HELP livecount_sessions_rejected_total Sessions refused before they started.\n\
@@ -113,6 +114,32 @@ pub fn render(report: &LoadReport) -> String {
         report.rejected
     );
     s
+}
+
+/// The histogram `livecount_session_duration_seconds{reason}`: cumulative `_bucket{le}`
+/// series ending in `+Inf`, then `_sum` (seconds) and `_count`, per reason. Left out when
+/// the report has none (an agent that predates it).
+fn durations(s: &mut String, report: &LoadReport) {
+    const NAME: &str = "livecount_session_duration_seconds";
+    if report.durations.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "# HELP {NAME} How long ended sessions lasted, by end reason.\n# TYPE {NAME} histogram"
+    );
+    for (reason, h) in &report.durations {
+        let reason = escape_label(reason);
+        for (bound, n) in h.cumulative() {
+            // `le` as Go's client formats it (shortest round-trip float: 0.1, 1, 2.5, 3600),
+            // so fleets mixing exporters share bucket labels.
+            let le = bound.map_or_else(|| "+Inf".to_owned(), |b| b.as_secs_f64().to_string());
+            let _ = writeln!(s, "{NAME}_bucket{{reason=\"{reason}\",le=\"{le}\"}} {n}");
+        }
+        let sum = h.sum_micros() as f64 / 1e6;
+        let _ = writeln!(s, "{NAME}_sum{{reason=\"{reason}\"}} {sum}");
+        let _ = writeln!(s, "{NAME}_count{{reason=\"{reason}\"}} {}", h.count());
+    }
 }
 
 /// A label value with `\`, `"` and newlines escaped, as the text format requires.
@@ -192,6 +219,75 @@ mod tests {
         }
         r.max_sessions = None;
         assert!(!render(&r).contains("livecount_max_sessions"));
+    }
+
+    /// The duration histogram follows the text format's rules for a histogram: one `TYPE
+    /// histogram` for the family; per label set, `_bucket` series with ascending `le`
+    /// values, cumulative counts that never decrease, the last `le="+Inf"` equal to
+    /// `_count`; and a `_sum`. The values are the report's.
+    #[test]
+    fn the_duration_histogram_is_a_valid_prometheus_histogram() {
+        use livecount_session::DurationHistogram;
+        use std::time::Duration;
+
+        let mut r = LoadReport::empty("b");
+        let mut completed = DurationHistogram::default();
+        for secs in [0.05, 3.0, 3.0, 42.0, 5000.0] {
+            completed.record(Duration::from_secs_f64(secs));
+        }
+        r.durations.insert("completed".into(), completed);
+        r.durations
+            .insert("failed".into(), DurationHistogram::default());
+        let text = render(&r);
+        let name = "livecount_session_duration_seconds";
+        assert_eq!(
+            text.matches(&format!("# TYPE {name} histogram\n")).count(),
+            1
+        );
+        assert_eq!(text.matches(&format!("# HELP {name} ")).count(), 1);
+        let got = samples(&text);
+        for (reason, h) in &r.durations {
+            let labels = format!("reason=\"{reason}\"");
+            let buckets: Vec<(f64, f64)> = got
+                .iter()
+                .filter_map(|(series, v)| {
+                    let rest = series.strip_prefix(&format!("{name}_bucket{{{labels},le=\""))?;
+                    let le = rest.strip_suffix("\"}")?;
+                    let le = if le == "+Inf" {
+                        f64::INFINITY
+                    } else {
+                        le.parse().unwrap()
+                    };
+                    Some((le, *v))
+                })
+                .collect();
+            assert_eq!(buckets.len(), DurationHistogram::BUCKETS, "{reason}");
+            assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0), "le ascends");
+            assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "cumulative");
+            let value = |suffix: &str| {
+                let series = format!("{name}_{suffix}{{{labels}}}");
+                got.iter().find(|(s, _)| *s == series).map(|(_, v)| *v)
+            };
+            let count = value("count").expect("a _count");
+            assert_eq!(buckets.last().unwrap(), &(f64::INFINITY, count));
+            assert_eq!(count, h.count() as f64);
+            assert_eq!(value("sum"), Some(h.sum().as_secs_f64()));
+        }
+        // The report's buckets, cumulated: 0.05 s ≤ 0.1; two 3 s ≤ 5; 42 s ≤ 60; 5000 s only +Inf.
+        for (series, want) in [
+            ("le=\"0.1\"", 1.0),
+            ("le=\"2.5\"", 1.0),
+            ("le=\"5\"", 3.0),
+            ("le=\"60\"", 4.0),
+            ("le=\"3600\"", 4.0),
+            ("le=\"+Inf\"", 5.0),
+        ] {
+            let series = format!("{name}_bucket{{reason=\"completed\",{series}}}");
+            assert!(got.contains(&(series.clone(), want)), "{series} {want}");
+        }
+        assert!(got.contains(&(format!("{name}_sum{{reason=\"completed\"}}"), 5048.05)));
+        // A report without durations (an older agent's) renders no histogram at all.
+        assert!(!render(&LoadReport::empty("b")).contains(name));
     }
 
     #[test]

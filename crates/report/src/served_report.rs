@@ -20,7 +20,8 @@ use crate::LoadReport;
 /// * **Unknown fields are ignored**: a newer agent may add fields, and an older balancer
 ///   still reads the ones it knows.
 /// * **Fields added after the first release have defaults**, so an older agent's body
-///   still parses: `age_ms` (absent: 0, a fresh report) and `prequal` (absent: `None`).
+///   still parses: `age_ms` (absent: 0, a fresh report), `prequal` (absent: `None`) and
+///   `durations` (absent: none).
 ///   `max_sessions` may be absent or `null` (`None`, no limit). Every later field must be
 ///   added the same way.
 /// * **Every other field is required**, and a body missing one is an error, not a report.
@@ -106,6 +107,9 @@ mod tests {
         (r.sequence, r.active, r.listening, r.generating) = (9, 5, 3, 2);
         (r.started, r.ended, r.rejected) = (12, 7, 1);
         r.ended_by_reason.insert("completed".into(), 7);
+        let mut completed = livecount_session::DurationHistogram::default();
+        completed.record(std::time::Duration::from_secs(30));
+        r.durations.insert("completed".into(), completed);
         (r.max_sessions, r.pretend_qps) = (Some(100), 0.5);
         (r.utilisation, r.raw_utilisation, r.utilisation_measured) = (0.25, 0.3, true);
         (r.effective_capacity, r.headroom, r.weight_percent) = (12.0, 7.0, 40);
@@ -128,17 +132,18 @@ mod tests {
         assert_eq!(back, ServedReport::with_age(report, 40));
     }
 
-    /// An older agent's body (no `age_ms`, no `prequal`, `max_sessions` left out) parses
-    /// with their defaults.
+    /// An older agent's body (no `age_ms`, no `prequal`, no `durations`, `max_sessions`
+    /// left out) parses with their defaults.
     #[test]
     fn fields_added_later_default_when_absent() {
         let mut body = serde_json::to_value(ServedReport::with_age(full(), 40)).unwrap();
         let object = body.as_object_mut().unwrap();
-        for added_later in ["age_ms", "prequal", "max_sessions"] {
+        for added_later in ["age_ms", "prequal", "max_sessions", "durations"] {
             object.remove(added_later);
         }
         let back: ServedReport = serde_json::from_value(body).unwrap();
         assert_eq!((back.age_ms, back.report.prequal), (0, None));
+        assert!(back.report.durations.is_empty());
         assert_eq!(back.report.max_sessions, None);
         assert_eq!(back.report.sequence, 9);
     }
@@ -151,7 +156,7 @@ mod tests {
         let Value::Object(fields) = &body else {
             panic!("not an object: {body}")
         };
-        let optional = ["age_ms", "prequal", "max_sessions"];
+        let optional = ["age_ms", "prequal", "max_sessions", "durations"];
         let required: Vec<&String> = fields
             .keys()
             .filter(|k| !optional.contains(&k.as_str()))
