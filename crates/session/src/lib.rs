@@ -108,6 +108,11 @@
 //!   sequence numbers of their own; phase changes through a handle racing the owner's and
 //!   an end; an end (by handle, by id, by the reaper) racing a poll that registers for it,
 //!   for the owner's slot and for two `ended()` waiters — no lost wake-up.
+//! * Durations: loom — an end, `end_all` and the reaper racing record the winner's
+//!   duration once, in its bucket; the proptest model buckets every end's virtual duration
+//!   itself and compares each reason's histogram after every step; `tests/durations.rs` —
+//!   snapshots racing four ending threads count exactly the ends by reason, sums never
+//!   short.
 //! * tokio (`tests/tracked.rs`): a task blocked on a tracked stream or future whose source
 //!   never yields wakes and stops right after an end from a handle, `end_all`, by id or the
 //!   reaper.
