@@ -7,7 +7,11 @@
 //! `increase()`/`rate()` matches what was opened within Prometheus' extrapolation; headroom
 //! and effective capacity exist per instance and never exceed `--max-sessions` over the
 //! whole run; after the clients close (or are killed), the sum returns to 0, the ended
-//! counters by reason match what the clients did, and every agent settles.
+//! counters by reason match what the clients did, and every agent settles. Then a short
+//! round of 3 s sessions, all killed, puts known durations beside the 12 s ones: the
+//! histogram `livecount_session_duration_seconds` counts every session under its reason,
+//! its mean lies within the driven lengths, and `histogram_quantile(0.5, …)`, over the
+//! fleet and filtered by reason, falls in the bucket of the driven median.
 //!
 //! `#[ignore]`d (it needs the `prometheus` binary, installed by `scripts/lb_tools.sh`);
 //! `scripts/test.sh` runs it in its heavy phase. Writes `target/lb/prometheus/REPORT.md`.
@@ -27,8 +31,15 @@ use livecount_server::driver::{DriveConfig, DriveSummary, drive};
 const MAX_SESSIONS: f64 = 30.0;
 /// Sessions opened on b1 and on b2 (the hot one).
 const PER_AGENT: [u32; 2] = [20, 8];
-/// How long each session is held: long enough for a few scrapes while all are open.
-const HOLD: Duration = Duration::from_secs(10);
+/// How long each session is held: long enough for a few scrapes while all are open, and
+/// clear of the duration buckets' bounds (10 s, 30 s) by more than a response's length.
+const HOLD: Duration = Duration::from_secs(12);
+/// The short round: sessions on b2, held this long, every one killed.
+const SHORT_SESSIONS: u32 = 10;
+const SHORT_HOLD: Duration = Duration::from_secs(3);
+/// How much longer than its hold a session may last at the agent: the response to an
+/// utterance sent just before the hold ends, the bye or the kill, scheduling.
+const OVERRUN: Duration = Duration::from_secs(2);
 
 /// The Prometheus binary: `prometheus` on PATH, else Debian's /usr/bin/prometheus.
 fn prometheus() -> PathBuf {
@@ -267,7 +278,7 @@ async fn prometheus_sees_the_true_session_count_arrivals_and_capped_headroom() {
         })
         .collect();
 
-    // Every session open (they all are from ~1 s until ~10 s): Prometheus' sum must reach
+    // Every session open (they all are from ~1 s until ~12 s): Prometheus' sum must reach
     // the truth before the first one ends, and the agents' /load must agree.
     let total: u32 = PER_AGENT.iter().sum();
     let truth = f64::from(total);
@@ -499,6 +510,7 @@ async fn prometheus_sees_the_true_session_count_arrivals_and_capped_headroom() {
             assert!(p.value <= MAX_SESSIONS, "{q}: {} is {}", p.label, p.value);
         }
     }
+    let durations = durations(&prom, &fleet, &summaries, &mut table).await;
     let samples = timeline.stop();
     let elapsed = t0.elapsed();
 
@@ -520,7 +532,8 @@ async fn prometheus_sees_the_true_session_count_arrivals_and_capped_headroom() {
          background CPU) scraped by a real Prometheus ({version}) every second. The driver \
          held {a} WebSocket sessions on b1 and {b} on b2 for {hold} s (10 % of utterances \
          interrupted, 25 % of clients killed without a close frame), then the test queried \
-         `/api/v1/query`.\n\n\
+         `/api/v1/query`. Then {short} more sessions on b2 held {short_hold} s, every client \
+         killed, for the duration histogram: {durations}\n\n\
          ## Queries and results\n\n{md}\n\
          Drivers: {summaries:?}.\n\n\
          ## Timings\n\n\
@@ -544,6 +557,8 @@ async fn prometheus_sees_the_true_session_count_arrivals_and_capped_headroom() {
         a = PER_AGENT[0],
         b = PER_AGENT[1],
         hold = HOLD.as_secs(),
+        short = SHORT_SESSIONS,
+        short_hold = SHORT_HOLD.as_secs(),
         ready = prom_ready.as_secs_f64(),
         seen = seen_after.as_secs_f64(),
         zero = zero_after.as_secs_f64(),
@@ -564,4 +579,135 @@ async fn prometheus_sees_the_true_session_count_arrivals_and_capped_headroom() {
     );
     eprintln!("report: {}", dir.display());
     drop(procs);
+}
+
+/// The duration histogram: a short round of killed sessions on b2, then its counts by
+/// reason, its mean and its medians (all, `disconnected`, `completed`) against the lengths
+/// driven. Returns a line for the report.
+async fn durations(prom: &str, fleet: &Fleet, long: &[DriveSummary], table: &mut Table) -> String {
+    let short = drive(DriveConfig {
+        target: fleet.backends[1].http_addr(),
+        sessions: SHORT_SESSIONS,
+        ramp: Duration::from_millis(500),
+        hold: SHORT_HOLD,
+        // A mean pause of a minute: most clients say nothing before their 3 s are up.
+        speak_every: Duration::from_secs(60),
+        chunks: 1,
+        interrupt_share: 0.0,
+        kill_share: 1.0,
+        observe: Vec::new(),
+        seed: 43,
+    })
+    .await;
+    let n_short = u64::from(SHORT_SESSIONS);
+    assert_eq!(
+        (short.opened, short.killed),
+        (n_short, n_short),
+        "{short:?}"
+    );
+    let killed: u64 = long.iter().map(|s| s.killed).sum();
+    let closed: u64 = long.iter().map(|s| s.closed).sum();
+    let all = (killed + closed + n_short) as f64;
+    let name = "livecount_session_duration_seconds";
+    let limit = Duration::from_secs(10);
+    until(prom, &format!("sum({name}_count)"), limit, |v| {
+        v == Some(all)
+    })
+    .await;
+
+    let phase = "durations";
+    let counts = table
+        .ask(
+            prom,
+            phase,
+            &format!("sum by (reason) ({name}_count) > 0"),
+            "= ended_total by reason",
+        )
+        .await;
+    let ended = query(prom, "sum by (reason) (livecount_sessions_ended_total) > 0").await;
+    let pairs = |points: &[Point]| -> Vec<(String, f64)> {
+        points.iter().map(|p| (p.label.clone(), p.value)).collect()
+    };
+    assert_eq!(pairs(&counts), pairs(&ended));
+    let (long_n, short_n) = ((killed + closed) as f64, n_short as f64);
+    let secs = |d: Duration| d.as_secs_f64();
+    let low = (long_n * secs(HOLD) + short_n * secs(SHORT_HOLD)) / all - 0.1;
+    let high = (long_n * secs(HOLD + OVERRUN) + short_n * secs(SHORT_HOLD + OVERRUN)) / all;
+    let mean = table
+        .ask(
+            prom,
+            phase,
+            &format!("sum({name}_sum) / sum({name}_count)"),
+            &format!("∈ [{low:.2}, {high:.2}] s: the driven lengths' mean"),
+        )
+        .await[0]
+        .value;
+    assert!((low..=high).contains(&mean), "mean {mean} s");
+
+    // (sessions, nominal length) per group; each group's lengths sit in one bucket.
+    let long_s = (HOLD, HOLD + OVERRUN);
+    let short_s = (SHORT_HOLD, SHORT_HOLD + OVERRUN);
+    let mut medians = Vec::new();
+    for (filter, groups) in [
+        ("", vec![(killed + closed, long_s), (n_short, short_s)]),
+        (
+            "{reason=\"disconnected\"}",
+            vec![(killed, long_s), (n_short, short_s)],
+        ),
+        ("{reason=\"completed\"}", vec![(closed, long_s)]),
+    ] {
+        let (lower, upper) = median_bucket(&groups);
+        let q = format!("histogram_quantile(0.5, sum by (le) ({name}_bucket{filter}))");
+        let r = table
+            .ask(
+                prom,
+                phase,
+                &q,
+                &format!("∈ ({lower}, {upper}]: the bucket of the driven median"),
+            )
+            .await;
+        let v = r.first().map(|p| p.value).unwrap_or(f64::NAN);
+        assert!(
+            v > lower && v <= upper,
+            "{q} = {v}, not in ({lower}, {upper}]"
+        );
+        medians.push(format!("{v:.2} s ∈ ({lower}, {upper}]"));
+    }
+    format!(
+        "mean {mean:.2} s; medians (all, disconnected, completed) {}.",
+        medians.join(", ")
+    )
+}
+
+/// The bucket (lower, upper bound in seconds) Prometheus' `histogram_quantile(0.5, …)`
+/// interpolates in, for groups of (sessions, length range): the first bucket whose
+/// cumulative count reaches half the sessions. Each range must sit in one bucket.
+fn median_bucket(groups: &[(u64, (Duration, Duration))]) -> (f64, f64) {
+    use livecount_session::DurationHistogram;
+
+    let mut counts = [0u64; DurationHistogram::BUCKETS];
+    for &(n, (shortest, longest)) in groups {
+        let bucket = DurationHistogram::bucket_of(shortest);
+        assert_eq!(
+            bucket,
+            DurationHistogram::bucket_of(longest),
+            "{shortest:?}..{longest:?} spans a bucket bound"
+        );
+        counts[bucket] += n;
+    }
+    let rank = counts.iter().sum::<u64>() as f64 / 2.0;
+    let mut cumulative = 0;
+    let b = counts
+        .iter()
+        .position(|&n| {
+            cumulative += n;
+            cumulative as f64 >= rank
+        })
+        .expect("some sessions");
+    let bound = |i: usize| {
+        DurationHistogram::BOUNDS
+            .get(i)
+            .map_or(f64::INFINITY, Duration::as_secs_f64)
+    };
+    (if b == 0 { 0.0 } else { bound(b - 1) }, bound(b))
 }
