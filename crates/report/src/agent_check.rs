@@ -1,5 +1,5 @@
 //! The HAProxy agent-check responder: a TCP server that writes the latest report's
-//! [`agent_reply`](crate::LoadReport::agent_reply) (`up N%` or `drain`) and closes.
+//! [`agent_reply`](crate::LoadReport::agent_reply) (`up ready N%` or `drain`) and closes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +21,7 @@ pub const MAX_IN_FLIGHT: usize = 64;
 /// gets the latest report's reply and is closed. Each write is bounded by
 /// [`WRITE_TIMEOUT`] and at most [`MAX_IN_FLIGHT`] replies are pending, so a hostile
 /// client can hold neither a task nor a socket for long. HAProxy reads the reply as a
-/// weight (`up 40%`) or a state (`drain`).
+/// weight (`up ready 40%`) or a state (`drain`).
 ///
 /// ```no_run
 /// # async fn run(board: std::sync::Arc<livecount_report::LoadBoard>) -> std::io::Result<()> {

@@ -125,12 +125,18 @@ impl LoadReport {
         unix_ms().saturating_sub(self.taken_at_unix_ms)
     }
 
-    /// The HAProxy agent-check reply: `drain` while shutting down, else `up N%`.
+    /// The HAProxy agent-check reply: `drain` while shutting down, else `up ready N%`.
+    ///
+    /// `ready` matters after a restart: HAProxy keeps a server in the `DRAIN` state an
+    /// agent asked for until an agent reply says `ready` (a bare `up N%` only sets the
+    /// operational state and the weight), so without it a backend restarted on the same
+    /// address would never get a new session again. It also ends a `drain` or `maint` an
+    /// operator set on the stats socket: the agent's word is the last one.
     ///
     /// ```
     /// let mut report = livecount_report::LoadReport::empty("b1");
     /// report.weight_percent = 40;
-    /// assert_eq!(report.agent_reply(), "up 40%\n");
+    /// assert_eq!(report.agent_reply(), "up ready 40%\n");
     /// report.draining = true;
     /// assert_eq!(report.agent_reply(), "drain\n");
     /// ```
@@ -138,7 +144,7 @@ impl LoadReport {
         if self.draining {
             "drain\n".into()
         } else {
-            format!("up {}%\n", self.weight_percent)
+            format!("up ready {}%\n", self.weight_percent)
         }
     }
 }

@@ -243,7 +243,7 @@ async fn agent_check_survives_many_silent_connections() {
     for _ in 0..200 {
         idle.push(TcpStream::connect(served.check).await.unwrap());
     }
-    assert_eq!(agent_check(served.check).await, "up 100%\n");
+    assert_eq!(agent_check(served.check).await, "up ready 100%\n");
     drop(idle);
 }
 

@@ -22,7 +22,7 @@
 //!   dropped call counts `Cancelled`, a lost connection `Disconnected`.
 //! * **Load**, all from one coherent [`LoadReport`] per interval: `/load` (JSON with its
 //!   sequence number and age), `/metrics` (Prometheus text), and an HAProxy agent-check
-//!   responder (`up N%` from the hybrid capacity model, `drain` on shutdown).
+//!   responder (`up ready N%` from the hybrid capacity model, `drain` on shutdown).
 //! * **A Prequal probe** at `/prequal` (and as ORCA named metrics `prequal_rif`,
 //!   `prequal_latency_ms`): requests in flight (the sessions open) and the median time to
 //!   first stream of recent sessions that started at about that many, for Prequal's

@@ -168,13 +168,13 @@ async fn next_report(orca: &mut Streaming<OrcaLoadReport>) -> Option<OrcaLoadRep
     timeout(WAIT, orca.message()).await.unwrap().unwrap()
 }
 
-/// `up N%` with 1 ≤ N ≤ 100, or `drain`.
+/// `up ready N%` with 1 ≤ N ≤ 100, or `drain`.
 fn is_agent_reply(reply: &str, draining: bool) -> bool {
     if draining {
         return reply == "drain\n";
     }
     let weight = reply
-        .strip_prefix("up ")
+        .strip_prefix("up ready ")
         .and_then(|r| r.strip_suffix("%\n"));
     weight
         .and_then(|w| w.parse::<u32>().ok())
