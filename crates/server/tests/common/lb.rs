@@ -7,7 +7,7 @@
 //! the checkout unless asked to).
 
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -73,7 +73,10 @@ pub(crate) struct Fleet {
     pub(crate) procs: Procs,
     /// A scratch directory for configs and logs, removed on drop.
     pub(crate) dir: PathBuf,
+    /// The backend burning its core (`usize::MAX`: none).
     pub(crate) hot: usize,
+    /// The options every agent got after the fleet's own.
+    extra: Vec<String>,
 }
 
 impl Fleet {
@@ -81,36 +84,77 @@ impl Fleet {
     pub(crate) fn start(tag: &str, n: usize, hot: usize, extra: &[&str]) -> Fleet {
         let dir = std::env::temp_dir().join(format!("livecount-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut procs = Procs(Vec::new());
-        let mut backends = Vec::new();
-        for i in 0..n {
-            let b = Backend {
-                name: format!("b{}", i + 1),
+        let backends: Vec<Backend> = (1..=n)
+            .map(|i| Backend {
+                name: format!("b{i}"),
                 http: free_port(),
                 grpc: free_port(),
                 agent_check: free_port(),
-                log: dir.join(format!("b{}.log", i + 1)),
-            };
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_livecount-agent"));
-            cmd.args(["serve", "--name", &b.name])
-                .args(["--http", &format!("127.0.0.1:{}", b.http)])
-                .args(["--grpc", &format!("127.0.0.1:{}", b.grpc)])
-                .args(["--agent-check", &format!("127.0.0.1:{}", b.agent_check)])
-                .args(["--cores", "1", "--work-ms", "1", "--report-secs", "0.5"])
-                .args(extra)
-                .stderr(std::fs::File::create(&b.log).unwrap());
-            if i == hot {
-                cmd.args(["--background-load", "0.9"]);
-            }
-            procs.0.push(cmd.spawn().expect("livecount-agent starts"));
-            backends.push(b);
-        }
-        Fleet {
+                log: dir.join(format!("b{i}.log")),
+            })
+            .collect();
+        let mut fleet = Fleet {
             backends,
-            procs,
+            procs: Procs(Vec::new()),
             dir,
             hot,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        for i in 0..n {
+            let child = fleet.spawn(i);
+            fleet.procs.0.push(child);
         }
+        fleet
+    }
+
+    /// Starts backend `i`'s agent on its ports, its stderr to its `log`.
+    fn spawn(&self, i: usize) -> Child {
+        let b = &self.backends[i];
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_livecount-agent"));
+        cmd.args(["serve", "--name", &b.name])
+            .args(["--http", &format!("127.0.0.1:{}", b.http)])
+            .args(["--grpc", &format!("127.0.0.1:{}", b.grpc)])
+            .args(["--agent-check", &format!("127.0.0.1:{}", b.agent_check)])
+            .args(["--cores", "1", "--work-ms", "1", "--report-secs", "0.5"])
+            .args(&self.extra)
+            .stderr(std::fs::File::create(&b.log).unwrap());
+        if i == self.hot {
+            cmd.args(["--background-load", "0.9"]);
+        }
+        cmd.spawn().expect("livecount-agent starts")
+    }
+
+    /// Starts backend `i` again after it exited (a rolling restart's second half): the
+    /// same options on the same ports, its stderr to a new log (`b1.2.log`, …), and waits
+    /// (up to 10 s) until its `/load` answers. Panics if the old process still runs.
+    pub(crate) async fn restart(&mut self, i: usize) {
+        let exited = self.procs.0[i].try_wait().unwrap();
+        assert!(exited.is_some(), "{} still runs", self.backends[i].name);
+        let name = &self.backends[i].name;
+        let log = (2..)
+            .map(|g| self.dir.join(format!("{name}.{g}.log")))
+            .find(|p| !p.exists())
+            .unwrap();
+        self.backends[i].log = log;
+        self.procs.0[i] = self.spawn(i);
+        let addr = self.backends[i].http_addr();
+        for _ in 0..100 {
+            if fetch_load(&addr).await.is_some() {
+                return;
+            }
+            if let Some(status) = self.procs.0[i].try_wait().unwrap() {
+                let log = std::fs::read_to_string(&self.backends[i].log).unwrap_or_default();
+                panic!(
+                    "{} exited at its restart: {status}\n{log}",
+                    self.backends[i].name
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "{} did not answer /load within 10 s of its restart",
+            self.backends[i].name
+        );
     }
 
     /// Every backend's latest report (waiting up to 10 s for each to answer).
@@ -183,9 +227,7 @@ impl Fleet {
     /// Sends SIGTERM to backend `i` and waits (up to 10 s) for it to exit; returns its
     /// exit status and the last line of its log.
     pub(crate) async fn sigterm(&mut self, i: usize) -> (ExitStatus, String) {
-        let pid = self.procs.0[i].id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success(), "kill -TERM {pid}");
+        self.send_sigterm(i);
         for _ in 0..100 {
             if let Some(status) = self.procs.0[i].try_wait().unwrap() {
                 let log = std::fs::read_to_string(&self.backends[i].log).unwrap();
@@ -198,6 +240,15 @@ impl Fleet {
             "{} did not exit within 10 s of SIGTERM",
             self.backends[i].name
         );
+    }
+}
+
+impl Fleet {
+    /// Sends SIGTERM to backend `i` (by its PID) and returns at once.
+    pub(crate) fn send_sigterm(&self, i: usize) {
+        let pid = self.procs.0[i].id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
     }
 }
 
@@ -367,6 +418,33 @@ pub(crate) fn share_table(fleet: &Fleet, new: &[u64], samples: &[Sample]) -> Str
     t
 }
 
+/// Where a report for `balancer` goes: `target/lb/<balancer>` always, then
+/// `results/lb/<balancer>` with `LIVECOUNT_UPDATE_RESULTS=1`.
+pub(crate) fn report_dirs(balancer: &str) -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut dirs = vec![root.join("target/lb").join(balancer)];
+    if std::env::var_os("LIVECOUNT_UPDATE_RESULTS").is_some_and(|v| v == "1") {
+        dirs.push(root.join("results/lb").join(balancer));
+    }
+    dirs
+}
+
+/// A report's `REPORT.md`: `body` under `title` and the line naming the test that wrote it,
+/// then the plot `sessions.svg` captioned `caption`.
+pub(crate) fn report_text(title: &str, body: &str, caption: &str) -> String {
+    // The test binary is `<test file stem>-<hash>`.
+    let exe = std::env::current_exe().unwrap();
+    let stem = exe.file_stem().unwrap().to_string_lossy();
+    let test = stem.rsplit_once('-').map_or(&*stem, |(name, _)| name);
+    format!(
+        "# {title}\n\n\
+         Generated by `crates/server/tests/{test}.rs` (run by `scripts/test.sh`; \
+         `LIVECOUNT_UPDATE_RESULTS=1` rewrites this copy). Machine: {} cores; a loopback \
+         run, so ballpark.\n\n{body}\n\n![{caption}](sessions.svg)\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+    )
+}
+
 /// Writes `REPORT.md` (`body` under a title) and `sessions.svg` (active sessions per
 /// backend over time, and each backend's ORCA weight) for `balancer`; returns the
 /// directory written under `target/`.
@@ -377,11 +455,7 @@ pub(crate) fn write_report(
     fleet: &Fleet,
     samples: &[Sample],
 ) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut dirs = vec![root.join("target/lb").join(balancer)];
-    if std::env::var_os("LIVECOUNT_UPDATE_RESULTS").is_some_and(|v| v == "1") {
-        dirs.push(root.join("results/lb").join(balancer));
-    }
+    let mut dirs = report_dirs(balancer);
     let names: Vec<String> = fleet
         .backends
         .iter()
@@ -394,18 +468,8 @@ pub(crate) fn write_report(
             }
         })
         .collect();
-    // The test binary is `<test file stem>-<hash>`.
-    let exe = std::env::current_exe().unwrap();
-    let stem = exe.file_stem().unwrap().to_string_lossy();
-    let test = stem.rsplit_once('-').map_or(&*stem, |(name, _)| name);
-    let report = format!(
-        "# {title}\n\n\
-         Generated by `crates/server/tests/{test}.rs` (run by `scripts/test.sh`; \
-         `LIVECOUNT_UPDATE_RESULTS=1` rewrites this copy). Machine: {} cores; a loopback \
-         run, so ballpark.\n\n{body}\n\n\
-         ![active sessions per backend, and the weight each advertised](sessions.svg)\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-    );
+    let caption = "active sessions per backend, and the weight each advertised";
+    let report = report_text(title, body, caption);
     for dir in &dirs {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("REPORT.md"), &report).unwrap();
