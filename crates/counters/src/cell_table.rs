@@ -284,7 +284,7 @@ mod loom_tests {
     #[test]
     fn reader_finds_a_freshly_published_bucket() {
         crate::loom_model::bounded(3, || {
-            let table = Arc::new(CellTable::new());
+            let table = Arc::new(CellTable::<Pair>::new());
             let publisher = {
                 let table = Arc::clone(&table);
                 thread::spawn(move || {
