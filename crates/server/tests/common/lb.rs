@@ -624,7 +624,9 @@ impl WarmSession {
 }
 
 impl Fleet {
-    /// One [`WarmSession`] on each cold backend.
+    /// One [`WarmSession`] on each cold backend, returned once every cold backend's
+    /// published report counts it (a `/load` read before that would miss it, and a test's
+    /// "new sessions" would count the warm-up as the run's).
     pub(crate) async fn warm_cold_backends(&self) -> Vec<WarmSession> {
         let mut warm = Vec::new();
         for (_, b) in self
@@ -634,6 +636,22 @@ impl Fleet {
             .filter(|(i, _)| *i != self.hot)
         {
             warm.push(WarmSession::open(b.grpc).await);
+        }
+        let start = Instant::now();
+        loop {
+            let loads = self.loads().await;
+            let counted = loads
+                .iter()
+                .enumerate()
+                .all(|(i, l)| i == self.hot || l.active >= 1);
+            if counted {
+                break;
+            }
+            assert!(
+                start.elapsed() < WARM_STEP,
+                "the warm-up sessions never showed in the reports: {loads:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         warm
     }
