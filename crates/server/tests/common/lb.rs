@@ -556,15 +556,21 @@ fn plot(path: &std::path::Path, title: &str, names: &[String], samples: &[Sample
 
 // === warm-up sessions ===
 
-/// A session opened straight on one backend (not through the balancer) and held: one per
-/// cold backend before a wave. An idle agent advertises only its capacity model's prior
-/// (about 2 sessions of headroom), and its first session raises that to tens or hundreds;
-/// without a session on each cold backend, whichever cold backend's loaded report the
-/// balancer applies first takes most of the wave for up to a report period, and the cold
-/// split measures that race rather than the balancing (see `docs/lb/envoy.md`).
+/// A session opened straight on one backend (not through the balancer) and held, speaking
+/// as the waves' sessions do: one per cold backend before a wave. An idle agent advertises
+/// only its capacity model's prior (about 2 sessions of headroom), and its first session
+/// raises that to tens or hundreds; the cost per session it learns then settles over about
+/// ten reports. Without a session on each cold backend, whichever cold backend's loaded
+/// report the balancer applies first takes most of the wave for up to a report period;
+/// with one that spoke once and went silent, each backend's learned cost is one burst's
+/// noise (weights 2.4× apart were seen). Either way the cold split would measure the
+/// warm-up rather than the balancing (see `docs/lb/envoy.md`).
 pub(crate) struct WarmSession {
     tx: tokio::sync::mpsc::Sender<pb::ClientFrame>,
-    response: tonic::Streaming<pb::ServerFrame>,
+    /// Speaks every [`WARM_TURN`] until aborted.
+    speaker: tokio::task::JoinHandle<()>,
+    /// Reads every frame; ends with the call's end (`true` for a clean OK end).
+    reader: tokio::task::JoinHandle<bool>,
 }
 
 use livecount_server::generated::livecount::agent::v1 as pb;
@@ -572,9 +578,12 @@ use livecount_server::generated::livecount::agent::v1 as pb;
 /// The longest one step of a warm-up session may take.
 const WARM_STEP: Duration = Duration::from_secs(10);
 
+/// How often a warm-up session speaks (as the waves' sessions do).
+const WARM_TURN: Duration = Duration::from_millis(700);
+
 impl WarmSession {
-    /// Opens a session on the backend's gRPC port and runs one turn (speak 3, read to
-    /// `done`), so the backend has measured what a session costs.
+    /// Opens a session on the backend's gRPC port that speaks (3 chunks) every
+    /// [`WARM_TURN`], so the backend learns what a session of the wave costs.
     pub(crate) async fn open(grpc: u16) -> WarmSession {
         use pb::client_frame::Frame as Client;
         use pb::server_frame::Frame as Server;
@@ -589,44 +598,71 @@ impl WarmSession {
         let mut client = pb::agent_client::AgentClient::new(ch);
         let opened = tokio::time::timeout(WARM_STEP, client.converse(requests));
         let mut response = opened.await.expect("opened in 10 s").unwrap().into_inner();
-        let speak = Client::Speak(pb::Speak { chunks: 3 });
-        tx.send(pb::ClientFrame { frame: Some(speak) })
-            .await
-            .unwrap();
-        loop {
-            let frame = tokio::time::timeout(WARM_STEP, response.message()).await;
-            match frame
-                .expect("a frame within 10 s")
-                .unwrap()
-                .and_then(|f| f.frame)
-            {
-                Some(Server::Chunk(_)) => {}
-                Some(Server::Done(_)) => break,
-                other => panic!("warm-up session: {other:?}"),
+        let speaker = {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut turn = tokio::time::interval(WARM_TURN);
+                loop {
+                    turn.tick().await;
+                    let speak = Client::Speak(pb::Speak { chunks: 3 });
+                    if tx
+                        .send(pb::ClientFrame { frame: Some(speak) })
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            })
+        };
+        let reader = tokio::spawn(async move {
+            loop {
+                match response.message().await {
+                    Ok(Some(pb::ServerFrame {
+                        frame: Some(Server::Chunk(_) | Server::Done(_) | Server::Interrupted(_)),
+                    })) => {}
+                    Ok(None) => return true,
+                    other => panic!("warm-up session: {other:?}"),
+                }
             }
+        });
+        WarmSession {
+            tx,
+            speaker,
+            reader,
         }
-        WarmSession { tx, response }
     }
 
     /// `bye`, and the call's OK end.
-    pub(crate) async fn close(mut self) {
+    pub(crate) async fn close(self) {
+        self.speaker.abort();
+        let _ = self.speaker.await;
         let bye = pb::client_frame::Frame::Bye(pb::Bye {});
         self.tx
             .send(pb::ClientFrame { frame: Some(bye) })
             .await
             .unwrap();
-        let end = tokio::time::timeout(WARM_STEP, self.response.message()).await;
+        let end = tokio::time::timeout(WARM_STEP, self.reader).await;
         assert!(
-            matches!(end, Ok(Ok(None))),
+            matches!(end, Ok(Ok(true))),
             "the warm-up session's end: {end:?}"
         );
     }
 }
 
+/// The warm-up is steady when the cold backends' advertised headrooms are within this
+/// factor of each other.
+const WARM_SPREAD: f64 = 1.3;
+
+/// The longest the warm-up waits for [`WARM_SPREAD`] before the wave goes anyway.
+const WARM_SETTLE: Duration = Duration::from_secs(15);
+
 impl Fleet {
     /// One [`WarmSession`] on each cold backend, returned once every cold backend's
     /// published report counts it (a `/load` read before that would miss it, and a test's
-    /// "new sessions" would count the warm-up as the run's).
+    /// "new sessions" would count the warm-up as the run's) and their headrooms are within
+    /// [`WARM_SPREAD`] of each other (at most [`WARM_SETTLE`]; past it the wave goes on, and
+    /// the test's share assertion judges).
     pub(crate) async fn warm_cold_backends(&self) -> Vec<WarmSession> {
         let mut warm = Vec::new();
         for (_, b) in self
@@ -640,18 +676,35 @@ impl Fleet {
         let start = Instant::now();
         loop {
             let loads = self.loads().await;
-            let counted = loads
+            let cold: Vec<&LoadReport> = loads
                 .iter()
                 .enumerate()
-                .all(|(i, l)| i == self.hot || l.active >= 1);
-            if counted {
+                .filter(|(i, _)| *i != self.hot)
+                .map(|(_, l)| l)
+                .collect();
+            let counted = cold.iter().all(|l| l.active >= 1);
+            let (lo, hi) = cold.iter().fold((f64::MAX, 0.0f64), |(lo, hi), l| {
+                (lo.min(l.headroom), hi.max(l.headroom))
+            });
+            if counted && lo > 0.0 && hi <= WARM_SPREAD * lo {
+                eprintln!(
+                    "warm-up steady after {:.1} s: cold headrooms {lo:.1}..{hi:.1}",
+                    start.elapsed().as_secs_f64()
+                );
                 break;
             }
             assert!(
-                start.elapsed() < WARM_STEP,
+                counted || start.elapsed() < WARM_STEP,
                 "the warm-up sessions never showed in the reports: {loads:?}"
             );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            if counted && start.elapsed() > WARM_SETTLE {
+                eprintln!(
+                    "warm-up not steady after {WARM_SETTLE:?}: cold headrooms {lo:.1}..{hi:.1}; \
+                     the wave goes on"
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         warm
     }
