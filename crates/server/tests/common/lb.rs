@@ -651,8 +651,13 @@ impl WarmSession {
 }
 
 /// The warm-up is steady when the cold backends' advertised headrooms are within this
-/// factor of each other.
+/// factor of each other, and each above [`WARM_LOADED`].
 const WARM_SPREAD: f64 = 1.3;
+
+/// Headroom (sessions) a cold backend advertises once it has learned what a warm session
+/// costs: an idle agent's prior says about 2, and the first reports with a session, which
+/// carry the connection's setup, say about as little until the cost average forgets them.
+const WARM_LOADED: f64 = 10.0;
 
 /// The longest the warm-up waits for [`WARM_SPREAD`] before the wave goes anyway.
 const WARM_SETTLE: Duration = Duration::from_secs(15);
@@ -660,9 +665,9 @@ const WARM_SETTLE: Duration = Duration::from_secs(15);
 impl Fleet {
     /// One [`WarmSession`] on each cold backend, returned once every cold backend's
     /// published report counts it (a `/load` read before that would miss it, and a test's
-    /// "new sessions" would count the warm-up as the run's) and their headrooms are within
-    /// [`WARM_SPREAD`] of each other (at most [`WARM_SETTLE`]; past it the wave goes on, and
-    /// the test's share assertion judges).
+    /// "new sessions" would count the warm-up as the run's) and their headrooms are above
+    /// [`WARM_LOADED`] and within [`WARM_SPREAD`] of each other (at most [`WARM_SETTLE`];
+    /// past it the wave goes on, and the test's share assertion judges).
     pub(crate) async fn warm_cold_backends(&self) -> Vec<WarmSession> {
         let mut warm = Vec::new();
         for (_, b) in self
@@ -686,7 +691,7 @@ impl Fleet {
             let (lo, hi) = cold.iter().fold((f64::MAX, 0.0f64), |(lo, hi), l| {
                 (lo.min(l.headroom), hi.max(l.headroom))
             });
-            if counted && lo > 0.0 && hi <= WARM_SPREAD * lo {
+            if counted && lo >= WARM_LOADED && hi <= WARM_SPREAD * lo {
                 eprintln!(
                     "warm-up steady after {:.1} s: cold headrooms {lo:.1}..{hi:.1}",
                     start.elapsed().as_secs_f64()
@@ -698,9 +703,13 @@ impl Fleet {
                 "the warm-up sessions never showed in the reports: {loads:?}"
             );
             if counted && start.elapsed() > WARM_SETTLE {
+                let seen: Vec<_> = cold
+                    .iter()
+                    .map(|l| (l.active, l.raw_utilisation, l.utilisation, l.headroom))
+                    .collect();
                 eprintln!(
-                    "warm-up not steady after {WARM_SETTLE:?}: cold headrooms {lo:.1}..{hi:.1}; \
-                     the wave goes on"
+                    "warm-up not steady after {WARM_SETTLE:?}: cold headrooms {lo:.1}..{hi:.1} \
+                     ((active, raw and smoothed utilisation, headroom): {seen:?}); the wave goes on"
                 );
                 break;
             }
