@@ -130,6 +130,10 @@ impl<C: Counter, M> Held<C, M> {
         SessionId(self.slot().id())
     }
 
+    fn is_draining(&self) -> bool {
+        self.shared().tally.is_draining()
+    }
+
     fn end(&self, reason: EndReason) -> bool {
         let shared = self.shared();
         self.slot().end(reason, &shared.tally, &shared.clock, None)
@@ -220,6 +224,22 @@ impl<C: Counter, M> Session<C, M> {
     /// This session's id.
     pub fn id(&self) -> SessionId {
         self.held.id()
+    }
+
+    /// Whether its tracker drains ([`SessionTracker::begin_drain`](crate::SessionTracker::begin_drain)):
+    /// this session goes on, but the drain's deadline will end it, so a handler that reads
+    /// this wraps up (finishes its sentence, says goodbye). One read of a flag.
+    ///
+    /// ```
+    /// # use livecount_session::SessionTracker;
+    /// let tracker = SessionTracker::new();
+    /// let session = tracker.start();
+    /// assert!(!session.is_draining());
+    /// tracker.begin_drain();
+    /// assert!(session.is_draining() && session.handle().is_draining());
+    /// ```
+    pub fn is_draining(&self) -> bool {
+        self.held.is_draining()
     }
 
     /// A handle that can end this session from elsewhere.
@@ -382,6 +402,12 @@ impl<C: Counter, M> EndHandle<C, M> {
     /// The id of the session this handle ends.
     pub fn id(&self) -> SessionId {
         self.held.id()
+    }
+
+    /// Whether its tracker drains; see [`Session::is_draining`]. A gRPC or HTTP handler
+    /// under `livecount_tower::SessionLayer` finds the handle in its request's extensions.
+    pub fn is_draining(&self) -> bool {
+        self.held.is_draining()
     }
 
     /// Ends the session for `reason`: `true` if this call ended it, `false` if something
