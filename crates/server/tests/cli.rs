@@ -424,12 +424,8 @@ fn a_second_sigterm_ends_the_drain_early_and_every_session_once() {
         .expect("the driver starts");
     let deadline = Instant::now() + RUN_TIMEOUT;
     let active = |addr: &str| {
-        use std::io::Write;
-        let mut conn = std::net::TcpStream::connect(addr).unwrap();
-        write!(conn, "GET /load HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-        let mut reply = String::new();
-        conn.read_to_string(&mut reply).unwrap();
-        reply.contains("\"active\":3")
+        let load = status_of_request(addr, "GET /load HTTP/1.0\r\nHost: x\r\n\r\n");
+        load.1.contains("\"active\":3")
     };
     while !active(&addr) {
         assert!(
