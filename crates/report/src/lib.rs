@@ -109,6 +109,8 @@ mod cpu;
 pub mod generated;
 #[cfg(feature = "orca")]
 mod health;
+#[cfg(feature = "orca")]
+pub mod inband;
 #[cfg(feature = "http")]
 mod http;
 mod load_board;

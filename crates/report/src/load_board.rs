@@ -183,6 +183,13 @@ impl LoadBoard {
         self.latest.load_full()
     }
 
+    /// The latest report without a reference count of its own (arc-swap's guard): for a
+    /// reader that only compares it with what it cached (in-band ORCA, per response).
+    #[cfg(feature = "orca")]
+    pub(crate) fn latest_guard(&self) -> arc_swap::Guard<Arc<LoadReport>> {
+        self.latest.load()
+    }
+
     /// Counts a session refused before it started (shown as `rejected`, added to the
     /// snapshot's own [`refused`](livecount_session::Snapshot::refused): a refusal counted on
     /// the tracker, by its cap or `note_refused`, must not be counted here too).
