@@ -202,6 +202,9 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //!   [`SessionLoad`] need only tower, http and tokio.
 //! * `serve` (default): [`serve`], an HTTP/1.1 server for any cloneable tower service
 //!   (hyper's server, hyper-util's tokio glue, and rustix's safe `getrlimit` on unix).
+//! * `inband-orca`: `InbandOrcaLayer`, the backend's latest load report on every response
+//!   as in-band ORCA (`endpoint-load-metrics` in HTTP headers, `endpoint-load-metrics-bin`
+//!   in gRPC trailers; `livecount-report`'s `inband` encodings, its `orca` feature).
 //! * `orca`: `OrcaLoadSource`, a [`LoadSource`] holding a backend's ORCA out-of-band
 //!   stream (`xds.service.orca.v3.OpenRcaService`) open over a tonic channel
 //!   (`livecount-report`'s generated client, tonic's `channel`).
@@ -344,6 +347,8 @@ mod drain;
 mod feed;
 mod future;
 mod grpc_only;
+#[cfg(feature = "inband-orca")]
+mod inband_orca;
 mod layer;
 mod limits;
 mod load;
@@ -371,6 +376,8 @@ pub use drain::{Drained, drain};
 pub use feed::{LoadFeed, LoadMetric};
 pub use future::ResponseFuture;
 pub use grpc_only::{GrpcOnly, GrpcOnlyFuture, GrpcOnlyLayer};
+#[cfg(feature = "inband-orca")]
+pub use inband_orca::{InbandOrcaBody, InbandOrcaFuture, InbandOrcaLayer, InbandOrcaService};
 pub use layer::{CountAll, Predicate, SessionLayer, SessionService};
 pub use limits::{
     DEFAULT_MAX_SESSION, DEFAULT_RETRY_AFTER, DEFAULT_WRITE_TIMEOUT, StreamLimits, Unwatched,
