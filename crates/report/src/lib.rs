@@ -84,6 +84,8 @@
 //! * `http` (default): [`router`], `/load`, `/metrics` and `/prequal` as an axum `Router`.
 //! * `orca` (default): [`OrcaService`], the ORCA out-of-band reporting service for tonic,
 //!   with the committed generated protobuf code ([`generated`]; building needs no `protoc`).
+//! * `otlp`: `otlp::install`, the latest report pushed as OpenTelemetry metrics over
+//!   OTLP/gRPC (sessions, ends, capacity and the session-duration histogram; `docs/otel.md`).
 //!
 //! # Correctness
 //!
@@ -117,6 +119,8 @@ mod load_board;
 mod load_report;
 #[cfg(feature = "orca")]
 pub mod orca;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 mod prequal_estimator;
 mod prequal_probe;
 mod prequal_sample;
