@@ -42,6 +42,12 @@ struct CostAverage {
 ///   report in which three of ten happened to speak) then do not swing the headroom, and
 ///   the utilisation and the count it is divided by are averaged over the same reports.
 ///   The spare capacity `t − u` still uses the fast-smoothed utilisation.
+/// * **When the cost above idle is undefined** (ū no higher than the idle baseline: sessions
+///   too cheap to tell from an idle report's noise), the model keeps the last defined one;
+///   before there was one, it charges the sessions the whole of ū (an upper bound on
+///   their cost). Only a backend with no measurable work at all falls back to the prior,
+///   so a backend's weight does not jump between its own cost and the fleet's prior as
+///   its busy share crosses its idle noise.
 ///
 /// ```
 /// use std::time::Duration;
@@ -66,6 +72,8 @@ pub struct BackendModel {
     last: Option<Snapshot>,
     idle: Option<f64>,
     cost: Option<CostAverage>,
+    /// The last defined cost above idle.
+    last_cost: Option<f64>,
 }
 
 impl BackendModel {
@@ -87,6 +95,7 @@ impl BackendModel {
             last: None,
             idle: None,
             cost: None,
+            last_cost: None,
         }
     }
 
@@ -130,6 +139,9 @@ impl BackendModel {
             active,
             utilisation,
         });
+        if let Some(cost) = self.cost_above_idle(config) {
+            self.last_cost = Some(cost);
+        }
     }
 
     /// The idle utilisation learned from reports with no sessions, if any.
@@ -137,9 +149,19 @@ impl BackendModel {
         self.idle
     }
 
-    /// The learned cost per session, above the idle baseline (what a fleet-mean prior
-    /// averages); `None` before a report with sessions or when the cost is undefined.
+    /// The learned cost per session (what a fleet-mean prior averages): above the idle
+    /// baseline; when that is undefined, the last one that was defined, else ū charged
+    /// whole to the sessions. `None` before a report with sessions, or while no report
+    /// with sessions had measurable utilisation.
     pub fn cost_per_session(&self, config: &CapacityConfig) -> Option<f64> {
+        let learned = self.cost?;
+        self.cost_above_idle(config)
+            .or(self.last_cost)
+            .or_else(|| cost_of(learned.sessions, learned.utilisation, 0.0, config.window()))
+    }
+
+    /// `(ū − idle) ÷ (n̄ / w)`, if defined now.
+    fn cost_above_idle(&self, config: &CapacityConfig) -> Option<f64> {
         let learned = self.cost?;
         let idle = self.idle.unwrap_or(0.0);
         cost_of(learned.sessions, learned.utilisation, idle, config.window())

@@ -289,6 +289,26 @@ fn the_learned_cost_divides_averaged_load_by_averaged_sessions() {
     assert!((e.headroom - 15.625).abs() < 1e-9, "{e:?}");
 }
 
+/// Sessions that cost less than the idle noise keep the last defined cost, and before
+/// one was defined are charged the whole utilisation: never the fleet's prior, so the
+/// weight does not jump as the busy share crosses the idle baseline.
+#[test]
+fn an_undefined_cost_above_idle_keeps_the_last_or_charges_the_whole() {
+    let c = one_second(0.5);
+    let mut b = BackendModel::new(Duration::ZERO);
+    b.report(&c, secs(0), 0, 0.10); // idle 0.10
+    b.report(&c, secs(1), 10, 0.05); // busy 0 above idle: ū ÷ n̄ whole
+    assert!((b.cost_per_session(&c).unwrap() - 0.005).abs() < 1e-12);
+    b.report(&c, secs(2), 10, 0.35); // ū 0.2: (0.2 − 0.1) ÷ 10
+    assert!((b.cost_per_session(&c).unwrap() - 0.01).abs() < 1e-12);
+    b.report(&c, secs(3), 0, 0.30); // a busier empty report: idle stays 0.10
+    b.report(&c, secs(4), 10, 0.0); // ū 0.1: no busy share; the last defined stays
+    assert!((b.cost_per_session(&c).unwrap() - 0.01).abs() < 1e-12);
+    let e = b.estimate(&c, secs(4), Some(1.0));
+    let own = b.estimate(&c, secs(4), None);
+    assert_eq!(e.headroom, own.headroom, "the prior is not consulted");
+}
+
 /// A gap of g report intervals weighs the new report 1 − (1 − α)^g in the cost too.
 #[test]
 fn a_lost_report_weighs_the_next_one_more_in_the_cost() {
