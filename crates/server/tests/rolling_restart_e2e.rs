@@ -189,6 +189,26 @@ impl Balancer {
         }
     }
 
+    /// The balancer's own counters worth reading when a run goes wrong: Envoy's panics,
+    /// retries and health checks for the cluster; nothing for HAProxy (its view says it).
+    async fn counters(&self) -> String {
+        match self {
+            Balancer::Envoy { admin } => {
+                let filter = r"^cluster\.agents\.(lb_healthy_panic|upstream_rq_retry.*|health_check\..*|upstream_rq_503|upstream_cx_connect_fail)$";
+                let encoded: String = filter
+                    .bytes()
+                    .map(|b| match b.is_ascii_alphanumeric() || b == b'_' {
+                        true => char::from(b).to_string(),
+                        false => format!("%{b:02X}"),
+                    })
+                    .collect();
+                let path = format!("/stats?filter={encoded}");
+                admin_get(*admin, &path).await.unwrap_or_default()
+            }
+            Balancer::Haproxy { .. } => String::new(),
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Balancer::Envoy { .. } => "Envoy",
@@ -406,6 +426,11 @@ async fn restart(fleet: &mut Fleet, balancer: &Balancer, i: usize, t0: Instant) 
         }
         if let Some(view) = balancer.view(fleet).await {
             r.saw_balancer(&view[i].state, view[i].out, view[i].sent, t0);
+            let states = view
+                .iter()
+                .enumerate()
+                .map(|(j, v)| format!("b{} {} (sent {})", j + 1, v.state, v.sent));
+            r.saw_fleet(states.collect::<Vec<_>>().join(", "), t0);
         }
         assert!(
             t0.elapsed().as_secs_f64() - r.term_at < DEADLINE.as_secs_f64() + STEP.as_secs_f64(),
@@ -457,6 +482,7 @@ async fn run(kind: &str, drain: Duration) -> Outcome {
         .expect("every client ends within 30 s of the last arrival")
         .unwrap();
     let samples: Vec<Sample> = timeline.stop();
+    let counters = balancer.counters().await;
     fleet.settled(&[0, 1, 2]).await;
     // The new agents, empty now: their own SIGTERM must find nothing to drain.
     let mut last_words = Vec::new();
@@ -464,9 +490,11 @@ async fn run(kind: &str, drain: Duration) -> Outcome {
         let (status, line) = fleet.sigterm(i).await;
         last_words.push((status, line));
     }
-    Outcome::new(
+    let mut outcome = Outcome::new(
         kind, mode, drain, config, restarts, records, samples, last_words,
-    )
+    );
+    outcome.counters = counters;
+    outcome
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

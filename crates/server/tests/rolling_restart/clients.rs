@@ -44,6 +44,8 @@ pub(crate) enum Ending {
 pub(crate) struct Record {
     /// Its planned length.
     pub(crate) planned: Duration,
+    /// When its first attempt began.
+    pub(crate) first_attempt: f64,
     /// Refused attempts before it opened: `true` when the refusal carried its retry hint
     /// (503 with `Retry-After`, gRPC `UNAVAILABLE`), with what was seen.
     pub(crate) refusals: Vec<(bool, String)>,
@@ -129,6 +131,7 @@ pub(crate) fn load(
 async fn session(transport: Transport, i: u64, planned: Duration, t0: Instant) -> Record {
     let mut record = Record {
         planned,
+        first_attempt: t0.elapsed().as_secs_f64(),
         refusals: Vec::new(),
         opened_at: 0.0,
         backend: usize::MAX,

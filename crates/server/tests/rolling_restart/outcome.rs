@@ -36,6 +36,9 @@ pub(crate) struct Restart {
     stopped: String,
     /// started, ended, active from the `stopped` line.
     counts: Option<(u64, u64, u64)>,
+    /// Every change in the balancer's view of the whole fleet while this backend drained:
+    /// when, and each backend's state and what it had been sent.
+    views: Vec<(f64, String)>,
 }
 
 impl Restart {
@@ -57,6 +60,14 @@ impl Restart {
             drained: String::new(),
             stopped: String::new(),
             counts: None,
+            views: Vec::new(),
+        }
+    }
+
+    /// Notes the balancer's view of every backend, when it changed.
+    pub(crate) fn saw_fleet(&mut self, states: String, t0: std::time::Instant) {
+        if self.views.last().is_none_or(|(_, last)| *last != states) {
+            self.views.push((t0.elapsed().as_secs_f64(), states));
         }
     }
 
@@ -154,6 +165,8 @@ pub(crate) struct Outcome {
     unhinted: Vec<String>,
     /// Opened (headers at the client) after their backend's first draining report.
     opened_on_draining: usize,
+    /// The balancer's own counters at the end (Envoy: panics, retries, health checks).
+    pub(crate) counters: String,
 }
 
 impl Outcome {
@@ -190,6 +203,7 @@ impl Outcome {
             hinted: 0,
             unhinted: Vec::new(),
             opened_on_draining: 0,
+            counters: String::new(),
         };
         o.count();
         o
@@ -261,6 +275,21 @@ impl Outcome {
         out
     }
 
+    /// The sessions that never opened: when each attempt began and what refused it.
+    fn show_never_opened(&self) -> String {
+        let mut out = String::new();
+        for (i, s) in self.records.iter().enumerate() {
+            if s.ending == Ending::NeverOpened {
+                let _ = writeln!(
+                    out,
+                    "  session {i}: first attempt {:.2}, gave up {:.2}: {:?}",
+                    s.first_attempt, s.ended_at, s.refusals
+                );
+            }
+        }
+        out
+    }
+
     /// The assertions: every run's backends exit clean; a drain run also cuts nothing that
     /// ends in time, ends the long ones `Shutdown`, starts nothing on a draining backend,
     /// and every refusal a client saw carried its hint.
@@ -288,7 +317,21 @@ impl Outcome {
             return;
         }
         assert_eq!(self.drain, deadline.as_secs_f64());
-        assert_eq!(self.never_opened, 0, "{who}: sessions never opened");
+        assert_eq!(
+            self.never_opened,
+            0,
+            "{who}: sessions never opened:\n{}\nthe balancer's view while each backend drained:\n{}\n{}",
+            self.show_never_opened(),
+            self.restarts
+                .iter()
+                .flat_map(|r| r
+                    .views
+                    .iter()
+                    .map(move |(t, v)| format!("  b{} {t:.2}: {v}", r.backend + 1)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            self.counters
+        );
         assert!(
             self.unhinted.is_empty(),
             "{who}: refusals without a retry hint: {:?}",
@@ -342,7 +385,7 @@ impl Outcome {
     pub(crate) fn summary(&self) -> String {
         format!(
             "{} {}: sessions {} (never opened {}), cut {} (in time {}), Shutdown {}, lost {}, \
-             long at SIGTERM {}, borderline {}, refusals hinted {} unhinted {:?}, opened on draining {}",
+             long at SIGTERM {}, borderline {}, refusals hinted {} unhinted {:?}, opened on draining {}\n{}",
             self.kind,
             self.mode,
             self.sessions,
@@ -355,7 +398,8 @@ impl Outcome {
             self.borderline,
             self.hinted,
             self.unhinted,
-            self.opened_on_draining
+            self.opened_on_draining,
+            self.counters.trim_end()
         )
     }
 
