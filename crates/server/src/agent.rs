@@ -12,9 +12,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use livecount_report::inband::InbandOrca;
 use livecount_report::{LoadBoard, LoadReport, PrequalEstimator};
 use livecount_session::SessionTracker;
-use livecount_tower::{Drained, WebSocketSessions};
+use livecount_tower::{Drained, InbandOrcaLayer, WebSocketSessions};
 use tokio_util::sync::CancellationToken;
 
 use crate::AgentConfig;
@@ -41,6 +42,8 @@ pub struct Agent {
     pub shutdown: CancellationToken,
     /// Cancelled when the drain is over: the servers stop accepting and finish.
     pub(crate) stop: CancellationToken,
+    /// The board's reports as in-band ORCA, encoded once per report for HTTP and gRPC.
+    inband: Arc<InbandOrca>,
 }
 
 impl Agent {
@@ -53,9 +56,11 @@ impl Agent {
             .cores(config.cores)
             .prequal(Arc::clone(&prequal))
             .build();
+        let board = Arc::new(board);
         Agent {
             tracker: SessionTracker::with_max_sessions(config.max_sessions),
-            board: Arc::new(board),
+            inband: Arc::new(InbandOrca::new(Arc::clone(&board))),
+            board,
             prequal,
             shutdown: CancellationToken::new(),
             stop: CancellationToken::new(),
@@ -85,6 +90,14 @@ impl Agent {
             .idle_timeout(self.config.idle_timeout)
             .write_timeout(self.config.write_timeout)
             .max_message_bytes(self.config.max_frame_bytes)
+    }
+
+    /// In-band ORCA on every response, in the forms `--inband-orca` chose (a form that is
+    /// off attaches nothing).
+    pub(crate) fn inband_orca(&self) -> InbandOrcaLayer {
+        InbandOrcaLayer::from_source(Arc::clone(&self.inband))
+            .http_format(self.config.inband_http)
+            .grpc_format(self.config.inband_grpc)
     }
 
     /// Publishes a report now (the publisher does this every interval).

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
 use livecount_capacity::CapacityConfig;
+use livecount_report::inband::InbandFormat;
 use tokio::net::TcpListener;
 
 /// Everything `livecount-agent serve` can be told.
@@ -60,6 +61,11 @@ pub struct AgentConfig {
     pub drain: Duration,
     /// Hybrid capacity model parameters.
     pub capacity: CapacityConfig,
+    /// The in-band ORCA form on HTTP responses and WebSocket upgrades (a header); `None`:
+    /// none (`--inband-orca`).
+    pub inband_http: Option<InbandFormat>,
+    /// The in-band ORCA form in gRPC trailers; `None`: none (`--inband-orca`).
+    pub inband_grpc: Option<InbandFormat>,
 }
 
 /// The longest duration any flag takes: a week. A deadline computed from a flag
@@ -190,6 +196,39 @@ pub struct ServeArgs {
     #[arg(long, value_name = "K", default_value = "2", allow_negative_numbers = true,
           value_parser = safety_scaler)]
     safety_scaler: f64,
+    /// In-band ORCA load reports on every response: auto (TEXT
+    /// `endpoint-load-metrics` on HTTP and WebSocket upgrades, `endpoint-load-metrics-bin`
+    /// in gRPC trailers), text, json or bin (that form on both), or off
+    #[arg(long, value_name = "FORM", default_value = "auto", value_parser = inband_mode)]
+    inband_orca: InbandMode,
+}
+
+/// `--inband-orca`: the forms for HTTP and for gRPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct InbandMode {
+    http: Option<InbandFormat>,
+    grpc: Option<InbandFormat>,
+}
+
+/// `auto`, `off`, or one form for both.
+fn inband_mode(text: &str) -> Result<InbandMode, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(InbandMode {
+            http: Some(InbandFormat::Text),
+            grpc: Some(InbandFormat::Bin),
+        }),
+        "off" => Ok(InbandMode {
+            http: None,
+            grpc: None,
+        }),
+        other => other
+            .parse::<InbandFormat>()
+            .map(|f| InbandMode {
+                http: Some(f),
+                grpc: Some(f),
+            })
+            .map_err(|_| "expected auto, text, json, bin or off".into()),
+    }
 }
 
 impl ServeArgs {
@@ -224,6 +263,8 @@ impl ServeArgs {
             report_interval: interval,
             drain: self.drain,
             capacity,
+            inband_http: self.inband_orca.http,
+            inband_grpc: self.inband_orca.grpc,
         })
     }
 }

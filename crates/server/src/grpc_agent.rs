@@ -377,8 +377,10 @@ pub(crate) async fn serve_grpc(listener: tokio::net::TcpListener, agent: Arc<Age
         .write_timeout(agent.config.write_timeout)
         .idle_timeout(agent.config.idle_timeout)
         .leave_drops_to_service(DROP_GRACE);
+    let inband = agent.inband_orca();
     let _ = tonic::transport::Server::builder()
         .layer(GrpcOnlyLayer::new())
+        .layer(inband) // the report in every call's trailers (`--inband-orca`)
         .layer(sessions)
         .add_service(AgentService::server(agent))
         .add_service(orca)

@@ -23,13 +23,15 @@ use crate::Agent;
 use crate::conversation::{Ending, Incoming, Outgoing, converse};
 use crate::protocol::ClientFrame;
 
-/// `/session`, `/load`, `/metrics`, `/prequal` and `/healthz`.
+/// `/session`, `/load`, `/metrics`, `/prequal` and `/healthz`, every response (a
+/// WebSocket upgrade's too) with the in-band ORCA header `--inband-orca` chose.
 pub(crate) fn router(agent: Arc<Agent>) -> Router {
     let sessions = agent.websocket_sessions();
     Router::new()
         .route("/session", get(session_route))
         .with_state((Arc::clone(&agent), sessions))
         .merge(scrape_router(&agent))
+        .layer(agent.inband_orca())
 }
 
 /// `/load`, `/metrics`, `/prequal` and `/healthz` alone, for a separate scrape address.
