@@ -35,13 +35,33 @@ pub(crate) fn tool(candidates: &[&str], version_arg: &str) -> PathBuf {
         })
 }
 
-/// A free loopback port (bound and released: the agent binds it a moment later).
+/// A free loopback port for a process to bind a moment later (an agent, a balancer, an
+/// agent restarted on its old port).
+///
+/// Chosen below the kernel's ephemeral range (`ip_local_port_range`), so no outgoing
+/// connection of any process (the test's own `/load` polls, Envoy's upstream connections)
+/// can be given it as its local port in the meantime, which a port from `bind(":0")`
+/// could: a run failed so, Envoy's listener "cannot bind: Address already in use". A port
+/// is handed out once per test process, and only if it binds now.
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let (low, high) = (10_000u16, ephemeral.max(12_000));
+    let mut given = GIVEN.lock().unwrap();
+    let given = given.get_or_insert_with(HashSet::new);
+    for _ in 0..10_000 {
+        let port = fastrand::u16(low..high);
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return port;
+        }
+    }
+    panic!("no free loopback port in {low}..{high} after 10 000 tries");
 }
 
 /// One agent process's addresses.
