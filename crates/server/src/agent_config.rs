@@ -9,6 +9,8 @@ use livecount_capacity::CapacityConfig;
 use livecount_report::inband::InbandFormat;
 use tokio::net::TcpListener;
 
+use crate::otlp_args::{OtlpArgs, OtlpConfig};
+
 /// Everything `livecount-agent serve` can be told.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -61,6 +63,8 @@ pub struct AgentConfig {
     pub drain: Duration,
     /// Hybrid capacity model parameters.
     pub capacity: CapacityConfig,
+    /// OpenTelemetry metrics pushed over OTLP (`--otlp-endpoint`); `None` = off.
+    pub otlp: Option<OtlpConfig>,
     /// The in-band ORCA form on HTTP responses and WebSocket upgrades (a header); `None`:
     /// none (`--inband-orca`).
     pub inband_http: Option<InbandFormat>,
@@ -196,6 +200,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "K", default_value = "2", allow_negative_numbers = true,
           value_parser = safety_scaler)]
     safety_scaler: f64,
+    #[command(flatten)]
+    otlp: OtlpArgs,
     /// In-band ORCA load reports on every response: auto (TEXT
     /// `endpoint-load-metrics` on HTTP and WebSocket upgrades, `endpoint-load-metrics-bin`
     /// in gRPC trailers), text, json or bin (that form on both), or off
@@ -262,6 +268,7 @@ impl ServeArgs {
             cores: self.cores.unwrap_or_else(available_cores),
             report_interval: interval,
             drain: self.drain,
+            otlp: self.otlp.into_config(),
             capacity,
             inband_http: self.inband_orca.http,
             inband_grpc: self.inband_orca.grpc,

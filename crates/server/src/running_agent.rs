@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use livecount_report::otlp::OtlpHandle;
 use livecount_report::{LoadReport, serve_agent_check};
 use livecount_tower::Drained;
 use tokio::net::TcpListener;
@@ -50,6 +51,8 @@ struct Tasks {
     publisher: JoinHandle<()>,
     /// Stops the `--background-load` thread.
     stop_background: Arc<AtomicBool>,
+    /// The OTLP export (`--otlp-endpoint`): sends the last report, then stops.
+    otlp: Option<OtlpHandle>,
 }
 
 /// Burns `share` of one core on a background thread until `stop` (a "hot" backend).
@@ -117,6 +120,13 @@ impl RunningAgent {
         let stop_background = Arc::new(AtomicBool::new(false));
         background_load(agent.config.background_load, Arc::clone(&stop_background));
         agent.publish();
+        let otlp = agent.config.otlp.as_ref().map(|c| c.install(&agent.board));
+        let otlp = otlp.transpose().map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("--otlp-endpoint: {e}"),
+            )
+        })?;
         let tasks = Tasks {
             http: serve_http(&agent, http, router(Arc::clone(&agent))),
             scrape: metrics.map(|listener| serve_http(&agent, listener, scrape_router(&agent))),
@@ -126,6 +136,7 @@ impl RunningAgent {
             }),
             publisher: agent.board.spawn_publisher(agent.tracker.clone()),
             stop_background,
+            otlp,
         };
         Ok(RunningAgent {
             agent,
@@ -168,6 +179,7 @@ impl RunningAgent {
             agent_check,
             publisher,
             stop_background,
+            otlp,
         } = self.tasks;
         // Relaxed: see `background_load`.
         stop_background.store(true, Ordering::Relaxed);
@@ -185,6 +197,13 @@ impl RunningAgent {
             // last frames gets the drain period, then the connection is cut.
             join_until(grpc, until).await;
         }
-        (agent.publish(), drained)
+        let last = agent.publish();
+        if let Some(otlp) = otlp {
+            // The last report (the drain's ends, `draining` 1) to the collector; bounded.
+            if let Err(e) = otlp.shutdown().await {
+                eprintln!("{}: {e}", agent.config.name);
+            }
+        }
+        (last, drained)
     }
 }
