@@ -309,7 +309,9 @@ pub fn encode(format: InbandFormat, report: &OrcaLoadReport) -> String {
 /// One published report's three in-band encodings, ready to insert as header values.
 #[derive(Debug)]
 pub struct EncodedReport {
-    /// The report they encode (compared by pointer: a new publish is a new `Arc`).
+    /// The board's generation they were made at (see [`InbandOrca::is_current`]).
+    generation: u64,
+    /// The report they encode.
     report: Arc<LoadReport>,
     /// By [`InbandFormat`] index.
     values: [HeaderValue; 3],
@@ -317,13 +319,17 @@ pub struct EncodedReport {
 
 impl EncodedReport {
     /// Encodes `report` in every form.
-    fn new(report: Arc<LoadReport>) -> Self {
+    fn new(generation: u64, report: Arc<LoadReport>) -> Self {
         let orca = orca_report(&report);
         let values = InbandFormat::ALL.map(|f| {
             // Every form is printable ASCII by construction (digits, names, base64).
             HeaderValue::try_from(encode(f, &orca)).expect("in-band encodings are ASCII")
         });
-        EncodedReport { report, values }
+        EncodedReport {
+            generation,
+            report,
+            values,
+        }
     }
 
     /// The report these values encode.
@@ -344,10 +350,10 @@ impl EncodedReport {
 }
 
 /// The in-band encodings of a [`LoadBoard`]'s latest report, encoded once per published
-/// report: [`current`](InbandOrca::current) compares the board's latest report with the
-/// cached one by pointer (two lock-free loads) and encodes only when a new report was
-/// published since, so attaching a report to a response is those loads, a reference-count
-/// increment and the header insert.
+/// report: the board counts its publishes, and [`current`](InbandOrca::current) encodes
+/// only when that count moved since the cached encodings were made, so attaching a report
+/// to a response is a load, a comparison, a reference-count increment and the header
+/// insert.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -363,6 +369,7 @@ impl EncodedReport {
 /// assert!(Arc::ptr_eq(&first, &inband.current())); // nothing published: the same encoding
 /// let _session = tracker.start();
 /// board.publish(tracker.snapshot());
+/// assert!(!inband.is_current(&first));
 /// let second = inband.current();
 /// assert_eq!(second.report().active, 1);
 /// let text = second.value(InbandFormat::Text).to_str().unwrap();
@@ -372,10 +379,13 @@ impl EncodedReport {
 ///
 /// # Performance characteristics
 ///
-/// [`current`](InbandOrca::current) is wait-free while the report is unchanged (arc-swap
-/// loads); the first call after a publish encodes the three forms (a few microseconds) and
-/// swaps them in with a compare-and-swap, so concurrent callers never store an older
-/// encoding over a newer one. `benches/benches/inband_orca.rs` measures the attach.
+/// [`value`](InbandOrca::value) is wait-free while no report is published: an atomic load
+/// of the board's publish count, an arc-swap load of the cached encodings and the value's
+/// reference-count increment. [`is_current`](InbandOrca::is_current) is the load alone,
+/// for a caller that keeps an [`EncodedReport`] of its own (`livecount-tower`'s layer keeps
+/// one per service). The first call after a publish encodes the three forms (a few
+/// microseconds) and caches them with a compare-and-swap, so concurrent callers never put
+/// an older encoding over a newer one. `benches/benches/inband_orca.rs` measures it.
 #[derive(Debug)]
 pub struct InbandOrca {
     board: Arc<LoadBoard>,
@@ -397,45 +407,42 @@ impl InbandOrca {
         &self.board
     }
 
+    /// Whether `encoded` encodes the board's latest report (no report published since it
+    /// was made): one atomic load.
+    pub fn is_current(&self, encoded: &EncodedReport) -> bool {
+        encoded.generation == self.board.generation()
+    }
+
     /// The encodings of the board's latest report: the cached ones while no report has been
     /// published since they were made, else fresh ones (cached for the next call).
     pub fn current(&self) -> Arc<EncodedReport> {
-        // The cache first, the board second: the board's latest only moves forward, so a
-        // report read after the cache is never older than the one the cache holds, and the
-        // compare-and-swap below never puts an older encoding over a newer one.
+        let generation = self.board.generation();
         let cached = self.cached.load();
-        let latest = self.board.latest_guard();
         match cached.as_ref() {
-            Some(encoded) if Arc::ptr_eq(&encoded.report, &latest) => Arc::clone(encoded),
-            _ => self.refresh(&cached, Arc::clone(&latest)),
+            Some(encoded) if encoded.generation == generation => Arc::clone(encoded),
+            _ => self.refresh(&cached, generation),
         }
     }
 
     /// The header value of `format` for the board's latest report: [`current`]'s value,
-    /// without a reference count on the encodings when they are cached (the hot path: two
-    /// lock-free loads, a pointer comparison and the value's reference-count increment).
+    /// without a reference count on the encodings when they are cached.
     ///
     /// [`current`]: InbandOrca::current
     pub fn value(&self, format: InbandFormat) -> HeaderValue {
+        let generation = self.board.generation();
         let cached = self.cached.load();
-        let latest = self.board.latest_guard();
         match cached.as_ref() {
-            Some(encoded) if Arc::ptr_eq(&encoded.report, &latest) => encoded.value(format).clone(),
-            _ => self
-                .refresh(&cached, Arc::clone(&latest))
-                .value(format)
-                .clone(),
+            Some(encoded) if encoded.generation == generation => encoded.value(format).clone(),
+            _ => self.refresh(&cached, generation).value(format).clone(),
         }
     }
 
-    /// Encodes `latest` and caches it unless another caller replaced `seen` meanwhile (its
-    /// report is then at least as new: it read the board after `seen` was cached).
-    fn refresh(
-        &self,
-        seen: &Option<Arc<EncodedReport>>,
-        latest: Arc<LoadReport>,
-    ) -> Arc<EncodedReport> {
-        let fresh = Arc::new(EncodedReport::new(latest));
+    /// Encodes the latest report for `generation` and caches it unless another caller
+    /// replaced `seen` meanwhile. The report is read after `generation` was (Acquire), so it
+    /// is that generation's report or a newer one: never older than its tag says (a newer
+    /// one is only encoded again at the next call).
+    fn refresh(&self, seen: &Option<Arc<EncodedReport>>, generation: u64) -> Arc<EncodedReport> {
+        let fresh = Arc::new(EncodedReport::new(generation, self.board.latest()));
         let _ = self.cached.compare_and_swap(seen, Some(Arc::clone(&fresh)));
         fresh
     }

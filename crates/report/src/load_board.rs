@@ -50,6 +50,9 @@ pub struct LoadBoard {
     /// Headroom that earns the full weight: the model's verdict for an idle backend.
     full_weight_headroom: f64,
     rejected: AtomicU64,
+    /// Reports published so far: bumped after each store, so a reader that cached an
+    /// encoding of one report can tell with one load that a newer one exists.
+    generation: AtomicU64,
     draining: watch::Sender<bool>,
     prequal: Option<Arc<PrequalEstimator>>,
 }
@@ -136,6 +139,7 @@ impl LoadBoardBuilder {
             started: Instant::now(),
             full_weight_headroom: idle.min(cap).max(1.0),
             rejected: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             draining: watch::channel(false).0,
             prequal: self.prequal,
             name: self.name,
@@ -183,11 +187,14 @@ impl LoadBoard {
         self.latest.load_full()
     }
 
-    /// The latest report without a reference count of its own (arc-swap's guard): for a
-    /// reader that only compares it with what it cached (in-band ORCA, per response).
+    /// How many reports have been published: a reader that cached something made from
+    /// [`latest`](LoadBoard::latest) re-reads it only when this moved (in-band ORCA's
+    /// encodings, per response: one load instead of arc-swap's).
     #[cfg(feature = "orca")]
-    pub(crate) fn latest_guard(&self) -> arc_swap::Guard<Arc<LoadReport>> {
-        self.latest.load()
+    pub(crate) fn generation(&self) -> u64 {
+        // Acquire: pairs with the Release bump in `publish`, so a reader that sees this
+        // generation and then reads `latest` sees that report or a newer one.
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Counts a session refused before it started (shown as `rejected`, added to the
@@ -274,6 +281,9 @@ impl LoadBoard {
         });
         // Stored under the model lock: two publishers cannot leave an older report last.
         self.latest.store(Arc::clone(&report));
+        // Release: after the store, so a reader that sees this generation finds the report
+        // it counts (see `generation`).
+        self.generation.fetch_add(1, Ordering::Release);
         report
     }
 

@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderName, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use livecount_report::LoadBoard;
 use livecount_report::inband::{
-    ENDPOINT_LOAD_METRICS, ENDPOINT_LOAD_METRICS_BIN, InbandFormat, InbandOrca,
+    ENDPOINT_LOAD_METRICS, ENDPOINT_LOAD_METRICS_BIN, EncodedReport, InbandFormat, InbandOrca,
 };
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
@@ -34,9 +34,12 @@ use crate::limits::is_grpc;
 /// reads the headers first and then stops looking) sees that one. gRPC clients read only
 /// the `-bin` trailer. A response that already has the header keeps its own.
 ///
-/// Each value is the board's latest report encoded once ([`InbandOrca`]): per response the
-/// layer does two lock-free loads, a reference-count increment and the insert
-/// (`benches/benches/inband_orca.rs`).
+/// Each value is the board's latest report encoded once ([`InbandOrca`]), and each service
+/// keeps the encodings it last used: per HTTP response the layer does one atomic load (has a
+/// report been published since?), a reference-count increment and the insert
+/// (`benches/benches/inband_orca.rs`). An HTTP response gets the latest report when its
+/// request arrived (its handler's time to the response head later); a gRPC call's
+/// trailers the latest when they go out.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -158,6 +161,7 @@ impl<S> Layer<S> for InbandOrcaLayer {
         InbandOrcaService {
             inner,
             layer: self.clone(),
+            encoded: None,
         }
     }
 }
@@ -167,35 +171,53 @@ impl<S> Layer<S> for InbandOrcaLayer {
 pub struct InbandOrcaService<S> {
     inner: S,
     layer: InbandOrcaLayer,
+    /// The encodings this service last attached, reused while no report is published.
+    encoded: Option<Arc<EncodedReport>>,
+}
+
+impl<S> InbandOrcaService<S> {
+    /// The latest report in `format`: from this service's encodings while they are current
+    /// (one atomic load), else from the shared ones (kept for the next call).
+    fn value(&mut self, format: InbandFormat) -> http::HeaderValue {
+        let source = &self.layer.source;
+        match &self.encoded {
+            Some(encoded) if source.is_current(encoded) => encoded.value(format).clone(),
+            _ => {
+                let encoded = source.current();
+                let value = encoded.value(format).clone();
+                self.encoded = Some(encoded);
+                value
+            }
+        }
+    }
 }
 
 /// What to attach, and where: chosen at `call` from the request's content type.
-#[derive(Clone)]
-struct Attach {
-    source: Arc<InbandOrca>,
-    format: InbandFormat,
-    grpc: bool,
+enum Attach {
+    /// An HTTP response: this value, in its headers.
+    Header(HeaderName, http::HeaderValue),
+    /// A gRPC call: the latest report when its trailers (or its trailers-only head) pass.
+    Trailer(Arc<InbandOrca>, InbandFormat),
+}
+
+/// The header name of `format`.
+fn name(format: InbandFormat) -> HeaderName {
+    match format {
+        InbandFormat::Text | InbandFormat::Json => TEXT_OR_JSON,
+        InbandFormat::Bin => BIN,
+    }
+}
+
+/// Inserts `value` as `name` into `headers` unless they carry one already.
+fn insert(headers: &mut HeaderMap, name: HeaderName, value: impl FnOnce() -> http::HeaderValue) {
+    if let http::header::Entry::Vacant(slot) = headers.entry(name) {
+        slot.insert(value());
+    }
 }
 
 /// The two header names, built at compile time (`from_static` is `const`).
 const TEXT_OR_JSON: HeaderName = HeaderName::from_static(ENDPOINT_LOAD_METRICS);
 const BIN: HeaderName = HeaderName::from_static(ENDPOINT_LOAD_METRICS_BIN);
-
-impl Attach {
-    fn name(&self) -> HeaderName {
-        match self.format {
-            InbandFormat::Text | InbandFormat::Json => TEXT_OR_JSON,
-            InbandFormat::Bin => BIN,
-        }
-    }
-
-    /// Inserts the latest report into `headers` unless they carry one already.
-    fn insert(&self, headers: &mut HeaderMap) {
-        if let http::header::Entry::Vacant(slot) = headers.entry(self.name()) {
-            slot.insert(self.source.value(self.format));
-        }
-    }
-}
 
 impl<S, B, ResBody> Service<Request<B>> for InbandOrcaService<S>
 where
@@ -216,10 +238,12 @@ where
         } else {
             self.layer.http
         };
-        let attach = format.map(|format| Attach {
-            source: Arc::clone(&self.layer.source),
-            format,
-            grpc,
+        let attach = format.map(|format| {
+            if grpc {
+                Attach::Trailer(Arc::clone(&self.layer.source), format)
+            } else {
+                Attach::Header(name(format), self.value(format))
+            }
         });
         InbandOrcaFuture {
             inner: self.inner.call(request),
@@ -253,13 +277,19 @@ where
         let this = self.project();
         let mut response = ready!(this.inner.poll(cx))?;
         let mut trailer = None;
-        if let Some(attach) = this.attach.take() {
+        match this.attach.take() {
+            None => {}
+            Some(Attach::Header(name, value)) => insert(response.headers_mut(), name, || value),
             // A gRPC answer whose headers carry `grpc-status` is trailers-only: its headers
             // are its trailers, and no trailers frame follows.
-            if attach.grpc && !response.headers().contains_key("grpc-status") {
-                trailer = Some(attach);
-            } else {
-                attach.insert(response.headers_mut());
+            Some(Attach::Trailer(source, format)) => {
+                if response.headers().contains_key("grpc-status") {
+                    insert(response.headers_mut(), name(format), || {
+                        source.value(format)
+                    });
+                } else {
+                    trailer = Some((source, format));
+                }
             }
         }
         Poll::Ready(Ok(response.map(|inner| InbandOrcaBody { inner, trailer })))
@@ -272,7 +302,7 @@ pin_project! {
     pub struct InbandOrcaBody<B> {
         #[pin]
         inner: B,
-        trailer: Option<Attach>,
+        trailer: Option<(Arc<InbandOrca>, InbandFormat)>,
     }
 }
 
@@ -296,9 +326,9 @@ impl<B: Body> Body for InbandOrcaBody<B> {
         let mut frame = ready!(this.inner.poll_frame(cx));
         if let Some(Ok(f)) = frame.as_mut()
             && let Some(trailers) = f.trailers_mut()
-            && let Some(attach) = this.trailer.take()
+            && let Some((source, format)) = this.trailer.take()
         {
-            attach.insert(trailers);
+            insert(trailers, name(format), || source.value(format));
         }
         Poll::Ready(frame)
     }
