@@ -200,8 +200,19 @@ impl RunningAgent {
         let last = agent.publish();
         if let Some(otlp) = otlp {
             // The last report (the drain's ends, `draining` 1) to the collector; bounded.
+            // Failures are said here: the SDK, built without `internal-logs`, logs nothing.
+            let stats = otlp.stats();
             if let Err(e) = otlp.shutdown().await {
                 eprintln!("{}: {e}", agent.config.name);
+            }
+            if stats.failed > 0 {
+                eprintln!(
+                    "{}: OTLP: {} exports failed, {} succeeded; the last failure: {}",
+                    agent.config.name,
+                    stats.failed,
+                    stats.succeeded,
+                    stats.last_error.unwrap_or_default()
+                );
             }
         }
         (last, drained)

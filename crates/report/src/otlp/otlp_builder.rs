@@ -175,6 +175,26 @@ fn default_resource(name: &str) -> Resource {
 /// A running OTLP export: [`shutdown`](OtlpHandle::shutdown) sends the last report and
 /// stops it. Dropped without a shutdown, it stops on a thread of its own (the SDK's final
 /// export, bounded), never blocking the dropping task.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use livecount_capacity::CapacityConfig;
+/// use livecount_report::LoadBoard;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let board = Arc::new(LoadBoard::new("b1", CapacityConfig::builder().build()?));
+/// // Nothing listens on port 1: every export fails, within its timeout, and is counted.
+/// let otlp = livecount_report::otlp::builder("http://127.0.0.1:1")
+///     .timeout(Duration::from_millis(200))
+///     .install(&board)?;
+/// assert!(otlp.flush().await.is_err());
+/// let stats = otlp.stats();
+/// assert_eq!((stats.succeeded, stats.failed), (0, 1));
+/// assert!(otlp.shutdown().await.is_err()); // the last export failed too
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the handle stops the export"]
 pub struct OtlpHandle {
     provider: Option<SdkMeterProvider>,
