@@ -62,36 +62,43 @@ impl Cycle {
 /// the module docs) on `meter`, each reading `cycle`'s report. The SDK keeps the
 /// callbacks for the provider's life.
 pub(crate) fn register(meter: &Meter, cycle: &Arc<Cycle>) {
-    let read = |f: fn(&LoadReport, &dyn AsyncInstrument<i64>)| {
-        let cycle = Arc::clone(cycle);
-        move |o: &dyn AsyncInstrument<i64>| f(&cycle.report(), o)
-    };
+    register_sessions(meter, cycle);
+    register_limits(meter, cycle);
+    register_capacity(meter, cycle);
+}
+
+/// A callback observing `f` of the collection's report.
+fn reading<T: 'static>(
+    cycle: &Arc<Cycle>,
+    f: fn(&LoadReport, &dyn AsyncInstrument<T>),
+) -> impl Fn(&dyn AsyncInstrument<T>) + Send + Sync + 'static {
+    let cycle = Arc::clone(cycle);
+    move |o: &dyn AsyncInstrument<T>| f(&cycle.report(), o)
+}
+
+/// Open sessions by phase; starts, ends by reason and refusals as counters.
+fn register_sessions(meter: &Meter, cycle: &Arc<Cycle>) {
     meter
         .i64_observable_up_down_counter(names::ACTIVE)
         .with_unit("{session}")
         .with_description("Sessions open now, by phase (listening or generating).")
-        .with_callback(read(|r, o| {
+        .with_callback(reading(cycle, |r, o| {
             let phase = |p: &'static str| [KeyValue::new(names::PHASE, p)];
             o.observe(signed(r.listening), &phase("listening"));
             o.observe(signed(r.generating), &phase("generating"));
         }))
         .build();
-
-    let count = |f: fn(&LoadReport, &dyn AsyncInstrument<u64>)| {
-        let cycle = Arc::clone(cycle);
-        move |o: &dyn AsyncInstrument<u64>| f(&cycle.report(), o)
-    };
     meter
         .u64_observable_counter(names::STARTS)
         .with_unit("{session}")
         .with_description("Sessions started (arrivals) since the tracker began.")
-        .with_callback(count(|r, o| o.observe(r.started, &[])))
+        .with_callback(reading(cycle, |r, o| o.observe(r.started, &[])))
         .build();
     meter
         .u64_observable_counter(names::ENDS)
         .with_unit("{session}")
         .with_description("Sessions ended since the tracker began, by end reason.")
-        .with_callback(count(|r, o| {
+        .with_callback(reading(cycle, |r, o| {
             for (reason, n) in &r.ended_by_reason {
                 o.observe(*n, &[KeyValue::new(names::END_REASON, reason.clone())]);
             }
@@ -101,52 +108,51 @@ pub(crate) fn register(meter: &Meter, cycle: &Arc<Cycle>) {
         .u64_observable_counter(names::REJECTIONS)
         .with_unit("{session}")
         .with_description("Sessions refused before they started (at capacity, or draining).")
-        .with_callback(count(|r, o| o.observe(r.rejected, &[])))
+        .with_callback(reading(cycle, |r, o| o.observe(r.rejected, &[])))
         .build();
+}
+
+/// The session limit and the drain, as gauges.
+fn register_limits(meter: &Meter, cycle: &Arc<Cycle>) {
     meter
         .u64_observable_gauge(names::DRAINING)
         .with_unit("1")
         .with_description("1 while the backend drains (shutting down), else 0.")
-        .with_callback(count(|r, o| o.observe(u64::from(r.draining), &[])))
+        .with_callback(reading(cycle, |r, o| o.observe(u64::from(r.draining), &[])))
         .build();
     meter
         .u64_observable_gauge(names::LIMIT)
         .with_unit("{session}")
         .with_description("The most sessions the backend admits (absent without a limit).")
-        .with_callback(count(|r, o| {
+        .with_callback(reading(cycle, |r, o| {
             if let Some(max) = r.max_sessions {
                 o.observe(max, &[]);
             }
         }))
         .build();
-    register_gauges(meter, cycle);
 }
 
 /// The capacity model's figures, as `f64` gauges.
-fn register_gauges(meter: &Meter, cycle: &Arc<Cycle>) {
-    let gauge = |f: fn(&LoadReport, &dyn AsyncInstrument<f64>)| {
-        let cycle = Arc::clone(cycle);
-        move |o: &dyn AsyncInstrument<f64>| f(&cycle.report(), o)
-    };
+fn register_capacity(meter: &Meter, cycle: &Arc<Cycle>) {
     meter
         .f64_observable_gauge(names::HEADROOM)
         .with_unit("{session}")
         .with_description(
             "Sessions the backend can still take by the next report (never negative).",
         )
-        .with_callback(gauge(|r, o| o.observe(r.headroom, &[])))
+        .with_callback(reading(cycle, |r, o| o.observe(r.headroom, &[])))
         .build();
     meter
         .f64_observable_gauge(names::EFFECTIVE_CAPACITY)
         .with_unit("{session}")
         .with_description("Sessions the backend can hold by the next report (hybrid model).")
-        .with_callback(gauge(|r, o| o.observe(r.effective_capacity, &[])))
+        .with_callback(reading(cycle, |r, o| o.observe(r.effective_capacity, &[])))
         .build();
     meter
         .f64_observable_gauge(names::UTILIZATION)
         .with_unit("1")
         .with_description("Utilisation the capacity model read, smoothed (absent if unmeasured).")
-        .with_callback(gauge(|r, o| {
+        .with_callback(reading(cycle, |r, o| {
             if r.utilisation_measured {
                 o.observe(r.utilisation, &[]);
             }
