@@ -436,6 +436,23 @@ async fn prometheus_sees_the_true_session_count_arrivals_and_capped_headroom() {
         )
         .await;
     assert!(over.is_empty(), "capacity above max_sessions: {over:?}");
+    // docs/autoscaling.md's share-of-capacity signal: the true count over capacities that
+    // are each at least their own count and at most 30.
+    let truth = f64::from(PER_AGENT.iter().sum::<u32>());
+    let most = MAX_SESSIONS * fleet.backends.len() as f64;
+    let used = table
+        .ask(
+            &prom,
+            held,
+            "sum(livecount_active_sessions) / clamp_min(sum(livecount_effective_capacity), 1)",
+            &format!("∈ [{truth} ÷ {most}, 1]"),
+        )
+        .await;
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert!(
+        (truth / most..=1.0).contains(&used[0].value),
+        "share of capacity used: {used:?}"
+    );
 
     // The sessions end (closed with bye, or killed without a close frame).
     let mut summaries: Vec<DriveSummary> = Vec::new();
