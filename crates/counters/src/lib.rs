@@ -125,6 +125,7 @@
 mod cell_table;
 mod counter;
 mod cpu;
+mod index_cache;
 #[cfg(livecount_loom)]
 #[doc(hidden)]
 pub mod loom_model;

@@ -3,6 +3,12 @@
 //! Production code imports `crate::sync::…` and never mentions a model checker. The cfgs are
 //! prefixed (`livecount_loom`, `livecount_shuttle`) so that turning a checker on for this crate
 //! does not switch tokio, crossbeam or anything else into its own loom mode.
+//!
+//! A leaf, like sharded-slab's `sync.rs` and tokio's `loom` shim: it knows primitives only,
+//! never this crate's types (the thread-index pool lives in `thread_id`, its cache in
+//! `index_cache`). What differs between the backends beyond the primitives is said here once:
+//! how a process-wide value is declared ([`global!`]) and whether a plain `std` thread-local
+//! is one per modelled thread ([`MODEL_CHECKED`]).
 
 #[cfg(not(any(livecount_loom, livecount_shuttle)))]
 mod imp {
@@ -10,52 +16,24 @@ mod imp {
     pub(crate) use std::sync::{Mutex, MutexGuard};
     pub(crate) use std::thread_local;
 
-    use crate::thread_id::IdPool;
+    /// No model checker: every thread is an OS thread with its own `std` thread-locals.
+    pub(crate) const MODEL_CHECKED: bool = false;
 
-    static POOL: Mutex<IdPool> = Mutex::new(IdPool::new());
+    /// A handle on a process-wide value declared with [`global!`](super::global).
+    pub(crate) type Global<T> = &'static T;
 
-    /// A handle on the pool of thread indices, kept by each thread's registration.
-    pub(crate) type PoolRef = &'static Mutex<IdPool>;
-
-    /// The process-wide pool of reusable thread indices.
-    pub(crate) fn id_pool() -> PoolRef {
-        &POOL
+    /// Declares `fn name() -> Global<T>`: a process-wide value, here a plain `static` (so
+    /// `init` must be a constant expression).
+    macro_rules! global {
+        ($(#[$attr:meta])* $vis:vis fn $name:ident() -> $ty:ty = $init:expr;) => {
+            $(#[$attr])*
+            $vis fn $name() -> $crate::sync::Global<$ty> {
+                static GLOBAL: $ty = $init;
+                &GLOBAL
+            }
+        };
     }
-
-    /// A copy of the calling thread's index in a `const`-initialised thread-local without a
-    /// destructor: reading it is one thread-local load, with no initialisation or teardown
-    /// state to check. The registration (which owns the index) fills and clears it.
-    pub(crate) mod index_cache {
-        use std::cell::Cell;
-
-        use crate::cell_table::Location;
-
-        std::thread_local! {
-            static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-            /// The index's `Location` bits (`usize::MAX`: none): what `PerThread` reads.
-            static LOCATION: Cell<usize> = const { Cell::new(usize::MAX) };
-        }
-
-        #[inline]
-        pub(crate) fn get() -> Option<usize> {
-            let index = INDEX.get();
-            (index != usize::MAX).then_some(index)
-        }
-
-        #[inline]
-        pub(crate) fn location() -> Option<Location> {
-            let bits = LOCATION.get();
-            // `usize::MAX` is no location's bits: its offset would not fit beside the bucket.
-            (bits != usize::MAX).then(|| Location::from_bits(bits))
-        }
-
-        #[inline]
-        pub(crate) fn set(index: Option<usize>) {
-            INDEX.set(index.unwrap_or(usize::MAX));
-            let location = index.and_then(Location::of);
-            LOCATION.set(location.map_or(usize::MAX, Location::to_bits));
-        }
-    }
+    pub(crate) use global;
 }
 
 #[cfg(livecount_loom)]
@@ -64,23 +42,27 @@ mod imp {
     pub(crate) use loom::sync::{Mutex, MutexGuard};
     pub(crate) use loom::thread_local;
 
-    use crate::thread_id::IdPool;
+    /// Loom runs every model thread on one OS thread: a `std` thread-local is shared by all.
+    pub(crate) const MODEL_CHECKED: bool = true;
 
-    loom::lazy_static! {
-        // Reset for every loom execution, so thread indices are deterministic per iteration.
-        static ref POOL: loom::sync::Arc<Mutex<IdPool>> = Default::default();
+    /// A handle on a process-wide value. An `Arc`, because loom drops its lazy statics before
+    /// the main thread's thread-locals, and a thread-local's destructor may still need it.
+    pub(crate) type Global<T> = loom::sync::Arc<T>;
+
+    /// Declares `fn name() -> Global<T>`: a value made afresh for every loom execution, so
+    /// each iteration of a model starts from the same state.
+    macro_rules! global {
+        ($(#[$attr:meta])* $vis:vis fn $name:ident() -> $ty:ty = $init:expr;) => {
+            $(#[$attr])*
+            $vis fn $name() -> $crate::sync::Global<$ty> {
+                loom::lazy_static! {
+                    static ref GLOBAL: loom::sync::Arc<$ty> = loom::sync::Arc::new($init);
+                }
+                loom::sync::Arc::clone(&GLOBAL)
+            }
+        };
     }
-
-    /// A handle on the pool. An `Arc`, because loom drops its lazy statics before the main
-    /// thread's thread-locals, and a registration still needs the pool when it is dropped.
-    pub(crate) type PoolRef = loom::sync::Arc<Mutex<IdPool>>;
-
-    /// The pool of reusable thread indices, fresh for every loom execution.
-    pub(crate) fn id_pool() -> PoolRef {
-        PoolRef::clone(&POOL)
-    }
-
-    pub(crate) use super::model_index_cache as index_cache;
+    pub(crate) use global;
 }
 
 #[cfg(all(livecount_shuttle, not(livecount_loom)))]
@@ -89,41 +71,26 @@ mod imp {
     pub(crate) use shuttle::sync::{Mutex, MutexGuard};
     pub(crate) use shuttle::thread_local;
 
-    use crate::thread_id::IdPool;
+    /// Shuttle runs every model thread on one OS thread: a `std` thread-local is shared by all.
+    pub(crate) const MODEL_CHECKED: bool = true;
 
-    shuttle::lazy_static! {
-        // Reset for every shuttle execution, so thread indices are deterministic per iteration.
-        static ref POOL: shuttle::sync::Arc<Mutex<IdPool>> = Default::default();
+    /// A handle on a process-wide value. An `Arc`, because the checker may drop its lazy
+    /// statics before the main thread's thread-locals, and a destructor may still need it.
+    pub(crate) type Global<T> = shuttle::sync::Arc<T>;
+
+    /// Declares `fn name() -> Global<T>`: a value made afresh for every shuttle execution.
+    macro_rules! global {
+        ($(#[$attr:meta])* $vis:vis fn $name:ident() -> $ty:ty = $init:expr;) => {
+            $(#[$attr])*
+            $vis fn $name() -> $crate::sync::Global<$ty> {
+                shuttle::lazy_static! {
+                    static ref GLOBAL: shuttle::sync::Arc<$ty> = shuttle::sync::Arc::new($init);
+                }
+                shuttle::sync::Arc::clone(&GLOBAL)
+            }
+        };
     }
-
-    /// A handle on the pool. An `Arc`, because the checker may drop its lazy statics before
-    /// the main thread's thread-locals, and a registration still needs the pool when dropped.
-    pub(crate) type PoolRef = shuttle::sync::Arc<Mutex<IdPool>>;
-
-    /// The pool of reusable thread indices, fresh for every shuttle execution.
-    pub(crate) fn id_pool() -> PoolRef {
-        PoolRef::clone(&POOL)
-    }
-
-    pub(crate) use super::model_index_cache as index_cache;
-}
-
-/// No index cache under a model checker: every lookup goes through the registration, whose
-/// thread-local is the one the checker models.
-#[cfg(any(livecount_loom, livecount_shuttle))]
-pub(crate) mod model_index_cache {
-    #[inline]
-    pub(crate) fn get() -> Option<usize> {
-        None
-    }
-
-    #[inline]
-    pub(crate) fn location() -> Option<crate::cell_table::Location> {
-        None
-    }
-
-    #[inline]
-    pub(crate) fn set(_index: Option<usize>) {}
+    pub(crate) use global;
 }
 
 pub(crate) use imp::*;
@@ -136,7 +103,8 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Locks the thread-index pool behind any kind of [`PoolRef`].
-pub(crate) fn lock_pool(pool: &PoolRef) -> MutexGuard<'_, crate::thread_id::IdPool> {
-    lock(pool)
+/// Locks a mutex declared with [`global!`], whichever handle the backend gives ([`Global`]:
+/// a `&'static` here, an `Arc` under a model checker).
+pub(crate) fn lock_global<T>(global: &Global<Mutex<T>>) -> MutexGuard<'_, T> {
+    lock(global)
 }

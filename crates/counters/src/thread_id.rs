@@ -13,7 +13,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::cell_table::Location;
-use crate::sync::{self, thread_local};
+use crate::index_cache;
+use crate::sync::{self, Global, Mutex, thread_local};
 
 /// Free thread indices: everything at or above `next`, plus the released ones in `free`.
 #[derive(Debug)]
@@ -52,20 +53,26 @@ impl IdPool {
     }
 }
 
+sync::global! {
+    /// The process-wide pool of reusable thread indices (fresh for every model-checker run,
+    /// so thread indices are deterministic per iteration).
+    fn id_pool() -> Mutex<IdPool> = Mutex::new(IdPool::new());
+}
+
 /// A thread's registration: its index and its striping probe. Dropped at thread exit.
 #[derive(Debug)]
 struct Registration {
     index: usize,
     probe: Cell<u32>,
-    pool: sync::PoolRef,
+    pool: Global<Mutex<IdPool>>,
 }
 
 impl Registration {
     fn new() -> Self {
         // The mutex hands the index over with happens-before: whatever the previous holder
         // wrote into cells at this index is visible to this thread, its only writer from now on.
-        let pool = sync::id_pool();
-        let index = sync::lock_pool(&pool).acquire();
+        let pool = id_pool();
+        let index = sync::lock_global(&pool).acquire();
         Registration {
             index,
             probe: Cell::new(seed_probe(index)),
@@ -77,8 +84,8 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         // Forget the cached copy first: from here on this thread has no index.
-        sync::index_cache::set(None);
-        sync::lock_pool(&self.pool).release(self.index);
+        index_cache::set(None);
+        sync::lock_global(&self.pool).release(self.index);
     }
 }
 
@@ -91,7 +98,7 @@ thread_local! {
 #[inline]
 pub(crate) fn current() -> Option<usize> {
     // Fast path: a plain thread-local word, no lazy-initialisation or destructor state.
-    match sync::index_cache::get() {
+    match index_cache::get() {
         Some(index) => Some(index),
         None => register(),
     }
@@ -102,7 +109,7 @@ pub(crate) fn current() -> Option<usize> {
 #[inline]
 pub(crate) fn current_location() -> Option<Location> {
     // Fast path: as `current`, one thread-local load, and no arithmetic on the index.
-    match sync::index_cache::location() {
+    match index_cache::location() {
         Some(location) => Some(location),
         None => register().and_then(Location::of),
     }
@@ -115,7 +122,7 @@ fn register() -> Option<usize> {
     tests::REGISTER_CALLS.with(|n| n.set(n.get() + 1));
     REGISTRATION
         .try_with(|r| {
-            sync::index_cache::set(Some(r.index));
+            index_cache::set(Some(r.index));
             r.index
         })
         .ok()
