@@ -44,12 +44,26 @@ pub(crate) fn sched_getcpu() -> Option<usize> {
     usize::try_from(cpu).ok()
 }
 
+/// No `sched_getcpu` here (not Linux) or a model checker's CPU instead: always `None`, so
+/// [`CpuSource::SchedGetcpu`](crate::CpuSource::SchedGetcpu) is unavailable.
+#[cfg(not(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle)))))]
+#[inline]
+pub(crate) fn sched_getcpu() -> Option<usize> {
+    None
+}
+
+/// The model checkers' CPU for the calling thread (`model::current`); `None` outside them,
+/// where no counter takes the model's path.
+#[inline]
+pub(crate) fn model_cpu() -> Option<usize> {
+    #[cfg(any(livecount_loom, livecount_shuttle))]
+    return model::current();
+    #[cfg(not(any(livecount_loom, livecount_shuttle)))]
+    None
+}
+
 /// The registered rseq area and the critical section, on x86-64 Linux with glibc.
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(any(livecount_loom, livecount_shuttle))
-))]
+#[cfg(livecount_rseq)]
 pub(crate) mod rseq {
     use std::cell::Cell;
     use std::sync::OnceLock;
