@@ -13,6 +13,10 @@ use crate::{Counter, Token, Totals};
 /// session's `decrement` happens after its `increment` (program order or the token's hand-off),
 /// so the count never goes below zero. [`is_idle`](Counter::is_idle) is exact and O(1).
 ///
+/// Misuse that release builds do not check (a token ended on another counter than the one
+/// that issued it) can take the word below zero; a read then saturates at 0, as every
+/// counter's does. Debug builds panic at the misuse instead.
+///
 /// It keeps no totals: [`totals`](Counter::totals) returns `None` (a second atomic would cost
 /// a second locked instruction per update).
 ///
@@ -96,7 +100,13 @@ impl Counter for Single {
     #[inline]
     fn load(&self) -> u64 {
         // Acquire: pairs with the Release in `decrement`.
-        self.active.load(Ordering::Acquire)
+        let active = self.active.load(Ordering::Acquire);
+        // Correct use never takes the word below zero; a token ended on another counter
+        // (unchecked in release builds) does, and it wraps. Read as signed, that is a
+        // negative count, which reads as 0 (as the monotone pairs of the other counters do),
+        // never as 18 quintillion sessions a balancer would route away from; 2^63 real
+        // sessions cannot be open.
+        u64::try_from(active.cast_signed()).unwrap_or(0)
     }
 
     fn totals(&self) -> Option<Totals> {

@@ -1,9 +1,12 @@
 //! Token misuse that compiles: in debug builds, a token ended on another counter than the one
 //! that issued it (even of the same type) and a token dropped without `decrement` panic at
 //! the misuse; `mem::forget` cannot be seen; correct use, across threads and moves, never
-//! panics. In release builds tokens are zero-sized and unchecked.
+//! panics. In release builds tokens are zero-sized and unchecked, and a token ended on the
+//! wrong counter leaves that counter reading 0 (never a wrapped count), whichever counter.
 
-// The misuse checks exist in debug builds only; release builds run the last test alone.
+// The misuse checks exist in debug builds only; release builds run the tests below the
+// `#[cfg(not(debug_assertions))]` line instead: zero-sized tokens, and reads that saturate at
+// 0 after a token is ended on the wrong counter.
 #![cfg_attr(
     not(debug_assertions),
     allow(dead_code, unused_imports, clippy::forget_non_drop)
@@ -102,4 +105,64 @@ fn tokens_are_zero_sized_and_unchecked_in_release_builds() {
     // Dropped: no panic, a ghost.
     drop(a.increment());
     assert_eq!(a.load(), 2);
+}
+
+/// Every counter, release build: a token ended on another counter of its type (unchecked
+/// there) reads as 0 on that counter, never as a wrapped count near 2^64, and the issuer keeps
+/// its session. Debug builds panic at the misuse instead (above).
+#[cfg(not(debug_assertions))]
+fn a_foreign_token_reads_zero<C: Counter<Token = Token<C>>>(new: impl Fn() -> C) {
+    let (a, b) = (new(), new());
+    let token = a.increment();
+    b.decrement(token);
+    assert_eq!((a.load(), b.load()), (1, 0));
+    assert!(b.is_idle());
+    // Two more foreign ends, and `b`'s own session afterwards: still never above the truth
+    // by a wrap (the misuse's end cancels a start, as on every counter).
+    for _ in 0..2 {
+        b.decrement(a.increment());
+    }
+    let own = b.increment();
+    assert_eq!(b.load(), 0);
+    b.decrement(own);
+    assert_eq!(b.load(), 0);
+}
+
+macro_rules! foreign_token_reads_zero {
+    ($($test:ident: $counter:ident,)*) => {$(
+        #[test]
+        #[cfg(not(debug_assertions))]
+        #[ignore = "release builds only: run by scripts/test.sh's heavy phase"]
+        fn $test() {
+            a_foreign_token_reads_zero($counter::new);
+        }
+    )*};
+}
+
+foreign_token_reads_zero! {
+    a_foreign_token_leaves_single_reading_zero: Single,
+    a_foreign_token_leaves_sharded_reading_zero: Sharded,
+    a_foreign_token_leaves_striped_reading_zero: Striped,
+    a_foreign_token_leaves_per_thread_reading_zero: PerThread,
+    a_foreign_token_leaves_per_cpu_reading_zero: PerCpu,
+}
+
+/// The oracle refuses, in every build, to end more sessions than it started (it checks the
+/// programs the other counters are compared on): the foreign end panics before it counts,
+/// and the read stays 0.
+#[test]
+#[cfg(not(debug_assertions))]
+#[ignore = "release builds only: run by scripts/test.sh's heavy phase"]
+fn a_foreign_token_on_an_idle_reference_panics_and_it_reads_zero() {
+    let (a, b) = (Reference::new(), Reference::new());
+    let token = a.increment();
+    let message = panic_of(|| b.decrement(token));
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("ended a session that never started")),
+        "{message:?}"
+    );
+    assert_eq!((a.load(), b.load()), (1, 0));
+    assert_eq!(b.totals().unwrap().ended, 0);
 }
