@@ -16,6 +16,8 @@ A module that uses its own ancestor (`use super::Policy` in `policy/random.rs`, 
 is the children's vocabulary and their facade. Such edges are left out of the cycle search
 (a child's edge to its ancestor cannot close a loop through siblings), and the strongly
 connected components they would form are listed apart as "nested", for information.
+Likewise the edges of `#[cfg(test)]` modules (a unit test may build the crate's front door to
+test a part): a cycle they alone close is listed as "test-only", and not counted.
 
 This is a reading of the source text, not of the compiler's resolution: it strips comments and
 strings, knows `use` trees with braces, globs and renames, and item definitions by keyword. A
@@ -85,6 +87,8 @@ class Module:
         self.imports = {}  # name -> absolute path (tuple), from `use`
         self.globs = []  # absolute paths of `use x::*`
         self.refs = []  # absolute paths named by this module
+        # Compiled for tests only: an inline module under `#[cfg(test)]` (or inside one).
+        self.test_only = bool(parent and parent.test_only and parent.file == file)
 
 
 def split_use_tree(tree):
@@ -175,6 +179,9 @@ class Crate:
                         self.load(cur.path + (name,), child, cur)
                 else:
                     inline = Module(cur.path + (name,), file, cur)
+                    before = text[max(0, m.start() - 200):m.start()]
+                    if re.search(r"#\[cfg\([^\]]*\btest\b[^\]]*\)\]\s*(#\[[^\]]*\]\s*)*(pub(\([^)]*\))?\s+)?$", before):
+                        inline.test_only = True
                     self.modules[inline.path] = inline
                     cur.children[name] = inline
                     depth += 1
@@ -269,18 +276,21 @@ class Crate:
             mod = mod.parent
         return mod
 
-    def graph(self):
+    def graph(self, tests):
+        """File-module edges; with `tests`, also those only `#[cfg(test)]` modules make."""
         edges = {}
         for mod in self.modules.values():
             a = self.file_of(mod)
+            edges.setdefault(self.name(a), set())
+            if mod.test_only and not tests:
+                continue
             for _, cur, segs in mod.refs:
                 target = self.absolute(cur, segs)
                 if target is None:
                     continue
                 b = self.file_of(self.resolve(target))
                 if a is not b:
-                    edges.setdefault(self.name(a), set()).add(self.name(b))
-            edges.setdefault(self.name(a), set())
+                    edges[self.name(a)].add(self.name(b))
         return edges
 
     def name(self, mod):
@@ -357,15 +367,21 @@ def main():
         crate.modules = {}
         root = src / "lib.rs" if (src / "lib.rs").exists() else src / "main.rs"
         crate.load((), root, None, is_root=True)
-        edges = crate.graph()
+        edges = crate.graph(tests=False)
         up = crate.upward(edges)
         strict = {a: {b for b in bs if (a, b) not in up} for a, bs in edges.items()}
         cycles = sccs(strict)
         nested = [c for c in sccs(edges) if not any(set(c) <= set(k) for k in cycles)]
+        with_tests = crate.graph(tests=True)
+        up_t = crate.upward(with_tests)
+        strict_t = {a: {b for b in bs if (a, b) not in up_t} for a, bs in with_tests.items()}
+        test_only = [c for c in sccs(strict_t) if not any(set(c) <= set(k) for k in cycles)]
         rel = src.relative_to(ROOT)
         files = len({m.file for m in crate.modules.values()})
         for c in nested:
             print(f"{rel}: nested (a module and its own submodules): " + " <-> ".join(str(Path(x).relative_to(rel)) for x in c))
+        for c in test_only:
+            print(f"{rel}: test-only (closed by a #[cfg(test)] module's use): " + " <-> ".join(str(Path(x).relative_to(rel)) for x in c))
         if cycles:
             for c in cycles:
                 found += 1
