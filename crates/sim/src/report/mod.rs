@@ -2,11 +2,15 @@
 //! `latency.svg` into one directory, plus a plain-text comparison table for the terminal.
 //!
 //! The metric columns (what is shown, how it is formatted, which way is better) are defined
-//! once in the markdown module and shared by the terminal table, so the two never disagree.
+//! once, in `columns`, and shared by the markdown, the terminal table, the across-seeds
+//! statistics (`seeds`) and the verdicts (`verdict`), so they never disagree. Each of those
+//! imports `columns`; none imports another's (the verdict's test uses `seeds::combine`).
 
+mod columns;
 mod markdown;
 mod plot;
 mod seeds;
+mod verdict;
 
 use std::fs;
 use std::io;
@@ -15,7 +19,8 @@ use std::path::{Path, PathBuf};
 use crate::sim_result::ScenarioResult;
 
 pub use markdown::render as render_markdown;
-pub use seeds::{Verdict, combine, verdict};
+pub use seeds::combine;
+pub use verdict::{Verdict, verdict};
 
 /// Where a run came from, printed in `REPORT.md` so a reader can reproduce it.
 #[derive(Debug, Clone, Default)]
@@ -57,7 +62,7 @@ pub fn write_all(result: &ScenarioResult, dir: &Path, meta: &RunMeta) -> io::Res
 /// (policy names left-aligned, numbers right-aligned).
 #[must_use]
 pub fn comparison_table(result: &ScenarioResult) -> String {
-    let columns = markdown::columns(result);
+    let columns = columns::columns(result);
     let mut header = vec!["policy".to_string()];
     header.extend(columns.iter().map(|c| c.short.to_string()));
     let mut rows = vec![header];
