@@ -195,7 +195,7 @@ reconnect_after_s = 0.5
             e.now = at;
             match event {
                 Event::Reconnect(slot) => {
-                    let length = e.reconnects.slots[slot as usize].plan.length;
+                    let length = e.reconnects.peek(slot).plan.length;
                     t.reconnects.push((at, length));
                 }
                 Event::End(id, g) if e.is_open(id, g) => {
