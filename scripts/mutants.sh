@@ -45,7 +45,7 @@ declare -A LOOM_TESTS=(
     [livecount-session]="--test loom_session"
 )
 declare -A LOOM_FILES=(
-    [livecount]="crates/counters/src/pair.rs crates/counters/src/striped.rs crates/counters/src/cell_table.rs crates/counters/src/thread_id.rs crates/counters/src/sync.rs crates/counters/src/loom_model.rs crates/counters/src/per_cpu.rs crates/counters/src/cpu.rs"
+    [livecount]="crates/counters/src/pair.rs crates/counters/src/striped.rs crates/counters/src/cell_table.rs crates/counters/src/thread_id.rs crates/counters/src/sync.rs crates/counters/src/loom_model.rs crates/counters/src/per_cpu/mod.rs crates/counters/src/per_cpu/source.rs crates/counters/src/cpu.rs"
     [livecount-session]="crates/session/src/lifecycle.rs crates/session/src/slots.rs crates/session/src/end_signal.rs crates/session/src/tally.rs crates/session/src/reporter.rs"
 )
 

@@ -62,7 +62,7 @@
 //! scenario.
 
 #![warn(missing_docs)]
-// One `unsafe` block in the crate: the prefetch hint in `engine.rs`.
+// One `unsafe` block in the crate: the prefetch hint in `engine/fetch_ahead.rs`.
 #![deny(unsafe_code)]
 
 mod arrivals;
