@@ -83,7 +83,10 @@
 //!
 //! * `http` (default): [`router`], `/load`, `/metrics` and `/prequal` as an axum `Router`.
 //! * `orca` (default): [`OrcaService`], the ORCA out-of-band reporting service for tonic,
-//!   with the committed generated protobuf code ([`generated`]; building needs no `protoc`).
+//!   with the committed generated protobuf code ([`generated`]; building needs no `protoc`);
+//!   and [`inband`], the same report as in-band ORCA (`endpoint-load-metrics` `TEXT` / `JSON`,
+//!   `endpoint-load-metrics-bin`) encoded once per report, for a header or trailer on every
+//!   response (`docs/lb/in-band-orca.md`).
 //! * `otlp`: `otlp::install`, the latest report pushed as OpenTelemetry metrics over
 //!   OTLP/gRPC (sessions, ends, capacity and the session-duration histogram; `docs/otel.md`).
 //!
