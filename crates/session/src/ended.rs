@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use livecount::{Counter, PerThread};
 
 use crate::reason::EndReason;
+use crate::session_id::SessionId;
 use crate::slots::Slot;
 
 /// Resolves to the session's [`EndReason`] once it has ended, whoever ended it; returned by
@@ -67,7 +68,7 @@ impl<C: Counter, M> Drop for Ended<'_, C, M> {
 impl<C: Counter, M> fmt::Debug for Ended<'_, C, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ended")
-            .field("id", &crate::SessionId(self.core.id()))
+            .field("id", &SessionId(self.core.id()))
             .field("reason", &self.core.life.reason())
             .finish()
     }

@@ -193,6 +193,7 @@ mod lifecycle;
 mod phase;
 mod reason;
 mod session;
+mod session_id;
 mod slots;
 mod snapshot;
 mod start_error;
@@ -208,7 +209,8 @@ pub use durations_by_reason::DurationsByReason;
 pub use ended::Ended;
 pub use phase::Phase;
 pub use reason::{ByReason, EndReason};
-pub use session::{EndHandle, Session, SessionId, SessionInfo};
+pub use session::{EndHandle, Session, SessionInfo};
+pub use session_id::SessionId;
 pub use snapshot::Snapshot;
 pub use start_error::StartError;
 #[cfg(feature = "tokio")]

@@ -10,7 +10,8 @@ use livecount::{Counter, PerThread};
 
 use crate::cap::Cap;
 use crate::reason::EndReason;
-use crate::session::{Session, SessionId, SessionInfo};
+use crate::session::{Session, SessionInfo};
+use crate::session_id::SessionId;
 use crate::slots::{Shared, Slot};
 use crate::snapshot::Snapshot;
 use crate::start_error::StartError;
