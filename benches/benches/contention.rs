@@ -16,14 +16,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput, measurement::WallTime};
-use livecount_benches::alloc::CountingAlloc;
-use livecount_benches::contender::{self, Contender, Live, LiveName, Tracked, Visit};
-use livecount_benches::machine::{self, Machine};
-use livecount_benches::per_cpu_case::READ_AT_THREADS;
-use livecount_benches::plan::{self, Ctx, Mode, Plan, Point, VisitLifecycle};
-use livecount_benches::results::{self, Figure, Params};
-use livecount_benches::workload::{self, ReadStats, Reader};
-use livecount_benches::{estimates, picker, report};
+use livecount_picker::alloc::CountingAlloc;
+use livecount_picker::contender::{self, Contender, Live, LiveName, Tracked, Visit};
+use livecount_picker::machine::{self, Machine};
+use livecount_picker::per_cpu_case::READ_AT_THREADS;
+use livecount_picker::plan::{self, Ctx, Mode, Plan, Point, VisitLifecycle};
+use livecount_picker::results::{self, Figure, Params};
+use livecount_picker::workload::{self, ReadStats, Reader};
+use livecount_picker::{estimates, picker, report};
 
 // Counts heap bytes for the memory figures only; off (one Relaxed load) otherwise.
 #[global_allocator]

@@ -1,13 +1,14 @@
-//! Cross-crate contention benchmarks for livecount, and the picker that turns them into a
-//! recommendation.
+//! The picker: measures every livecount counter and the crates you would otherwise use, on
+//! this machine, for the workload you describe, and recommends the one to import.
 //!
 //! Two front ends share everything here:
 //!
-//! * `cargo bench` (criterion, `benches/contention.rs`): one group per workload, one
-//!   `BenchmarkId::new(contender, parameter)` per point; it ends with the ranked table and
-//!   recommendation, computed from criterion's own estimates.
-//! * `cargo run --release` (the `livecount-picker` binary): a bounded sweep (60 s by
-//!   default) that repeats every point at least three times and writes `results/<machine>/`.
+//! * `cargo run --release` (the `livecount-picker` binary of this crate): a bounded sweep (60 s
+//!   by default) that repeats every point at least three times and writes
+//!   `target/livecount-picker/<machine>/` (`results/<machine>/` with `--update-results`).
+//! * `cargo bench` (criterion, `benches/benches/contention.rs` in `livecount-benches`): one
+//!   group per workload, one `BenchmarkId::new(contender, parameter)` per point; it ends with
+//!   the same ranked table and recommendation, computed from criterion's own estimates.
 //!
 //! # Contenders
 //!
@@ -35,8 +36,8 @@
 //! # Results
 //!
 //! Each machine's run lives in `results/<machine-label>/` (`results.json`, a generated
-//! `REPORT.md`, `throughput.svg`, `reader.svg`); this repository's is
-//! `results/intel-r-xeon-r-processor-2c/`. Compare two runs with
+//! `REPORT.md`, `throughput.svg`, `reader.svg`); the committed ones are this repository's
+//! reference runs (`results/amd-epyc-2c/` is the current machine's). Compare two runs with
 //! `cargo run --release -- --compare OLD.json --against NEW.json`.
 
 #![warn(missing_docs)]

@@ -3,8 +3,8 @@
 //!
 //!     cargo run --release -- --help
 
-use livecount_benches::alloc::CountingAlloc;
-use livecount_benches::picker::{self, Options};
+use livecount_picker::alloc::CountingAlloc;
+use livecount_picker::picker::{self, Options};
 
 // Counts heap bytes for the memory workload only; off (one Relaxed load) otherwise.
 #[global_allocator]

@@ -217,7 +217,7 @@ pub fn main_with(opts: &Options) -> Result<String, String> {
 /// `target/livecount-picker/<label>` in the workspace, so running the picker leaves the
 /// checkout clean; `results/<label>` (the committed reference) when asked to update it.
 fn default_out(label: &str, update_results: bool) -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     if update_results {
         workspace.join("results").join(label)
     } else {

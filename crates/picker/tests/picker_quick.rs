@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use livecount_benches::contender;
-use livecount_benches::plan::WORKLOADS;
-use livecount_benches::results::Results;
+use livecount_picker::contender;
+use livecount_picker::plan::WORKLOADS;
+use livecount_picker::results::Results;
 
 fn picker() -> Command {
     Command::new(env!("CARGO_BIN_EXE_livecount-picker"))

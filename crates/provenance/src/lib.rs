@@ -1,7 +1,7 @@
 //! Where a committed result came from, so a report can say it: the CPU and its cores, the
 //! toolchain, the commit (marked `-dirty` when tracked files outside `results/` differ from
 //! it) and the date.
-//! The picker (`livecount-benches`) and the simulator's `lbsim` both stamp their reports
+//! The picker (`livecount-picker`) and the simulator's `lbsim` both stamp their reports
 //! with it.
 //!
 //! ```
