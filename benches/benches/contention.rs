@@ -18,10 +18,10 @@ use std::time::Duration;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput, measurement::WallTime};
 use livecount_picker::alloc::CountingAlloc;
 use livecount_picker::contender::{self, Contender, Live, LiveName, Tracked, Visit};
+use livecount_picker::figure::{Figure, Metric, Workload};
 use livecount_picker::machine::{self, Machine};
-use livecount_picker::per_cpu_case::READ_AT_THREADS;
 use livecount_picker::plan::{self, Ctx, Mode, Plan, Point, VisitLifecycle};
-use livecount_picker::results::{self, Figure, Params};
+use livecount_picker::results::Params;
 use livecount_picker::workload::{self, ReadStats, Reader};
 use livecount_picker::{estimates, picker, report};
 
@@ -47,9 +47,11 @@ impl Suite<'_, '_> {
             .throughput(Throughput::Elements(point.pairs_per_unit(ctx.writers)));
         self.group
             .bench_function(BenchmarkId::new(name, &param), |b| {
-                RAN.lock()
-                    .unwrap()
-                    .push((point.workload().into(), name.into(), param.clone()));
+                RAN.lock().unwrap().push((
+                    point.workload().name().into(),
+                    name.into(),
+                    param.clone(),
+                ));
                 b.iter_custom(|iters| {
                     let s = plan::run::<C>(ctx, point, iters);
                     if let Some(r) = s.read.filter(|r| r.reads > 0) {
@@ -111,17 +113,17 @@ fn main() {
         .configure_from_args();
     // Memory and read-at-threads are measured by the summary, outside criterion: one is not
     // timed, the other times reads with a thousand threads parked, set up once per contender.
-    for w in plan::WORKLOADS
-        .iter()
-        .filter(|w| !matches!(**w, "memory" | READ_AT_THREADS))
+    for w in Workload::ALL
+        .into_iter()
+        .filter(|w| !matches!(w, Workload::Memory | Workload::ReadAtThreads))
     {
-        let mut group = c.benchmark_group(*w);
+        let mut group = c.benchmark_group(w.name());
         let mut suite = Suite {
             group: &mut group,
             ctx: &ctx,
             points: plan.points(w),
         };
-        if *w == "lifecycle" {
+        if w == Workload::Lifecycle {
             plan::for_each_lifecycle(&mut suite);
         } else {
             contender::for_each(&mut suite);
@@ -158,19 +160,19 @@ fn summary(plan: &Plan, params: Params) {
         return;
     }
     for ((name, param), reads) in READS.lock().unwrap().iter() {
-        let fig = |metric: &str, f: fn(&ReadStats) -> f64| {
+        let fig = |metric: Metric, f: fn(&ReadStats) -> f64| {
             Figure::from_samples(
-                "read_under_write",
+                Workload::ReadUnderWrite,
                 name,
                 param,
                 metric,
                 reads.iter().map(f).collect(),
             )
         };
-        figures.push(fig(results::READ_NS, |r| r.ns_per_read));
-        figures.push(fig(results::MIN_READ, |r| r.min as f64));
-        figures.push(fig(results::MAX_READ, |r| r.max as f64));
-        figures.push(fig(results::TRUE_MAX, |r| r.true_max as f64));
+        figures.push(fig(Metric::ReadNs, |r| r.ns_per_read));
+        figures.push(fig(Metric::MinRead, |r| r.min as f64));
+        figures.push(fig(Metric::MaxRead, |r| r.max as f64));
+        figures.push(fig(Metric::TrueMax, |r| r.true_max as f64));
     }
     struct Memory<'a>(&'a [usize], Vec<Figure>);
     impl Visit for Memory<'_> {
@@ -181,10 +183,10 @@ fn summary(plan: &Plan, params: Params) {
                     .map(|b| b as f64)
                     .collect();
                 self.1.push(Figure::from_samples(
-                    "memory",
+                    Workload::Memory,
                     C::NAME,
                     &t.to_string(),
-                    results::BYTES,
+                    Metric::Bytes,
                     v,
                 ));
             }
@@ -200,13 +202,17 @@ fn summary(plan: &Plan, params: Params) {
                 let window = Duration::from_millis(50);
                 match workload::read_at_threads(&C::new(t), t, window, 3) {
                     Ok(ns) => self.1.push(Figure::from_samples(
-                        READ_AT_THREADS,
+                        Workload::ReadAtThreads,
                         C::NAME,
                         &t.to_string(),
-                        results::READ_NS,
+                        Metric::ReadNs,
                         ns,
                     )),
-                    Err(e) => eprintln!("{READ_AT_THREADS} {} at {t} skipped: {e}", C::NAME),
+                    Err(e) => eprintln!(
+                        "{} {} at {t} skipped: {e}",
+                        Workload::ReadAtThreads,
+                        C::NAME
+                    ),
                 }
             }
         }
@@ -233,11 +239,13 @@ fn summary(plan: &Plan, params: Params) {
         figures,
     );
     println!(
-        "\n=== Ranking from criterion's median estimates ({} threads) ===\n\n{}\n{}\n{}\n\nTargets:\n{}",
+        "\n=== Ranking from criterion's median estimates ({} threads) ===\n\n{}\n{}\n{}\n\n{}:\n{}\n{}",
         r.params.threads,
         report::table(&r.ranking, r.params.threads),
         report::per_cpu_note(&r.machine),
         r.recommendation,
+        report::TARGETS_HEADING,
+        report::TARGETS_NOTE,
         report::targets(&r)
     );
 }

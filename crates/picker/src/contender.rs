@@ -74,6 +74,22 @@ pub fn for_each(v: &mut impl Visit) {
     v.visit::<MetricsGauge>();
 }
 
+/// The ceiling's name.
+pub const CEILING: &str = <Ceiling as Contender>::NAME;
+/// The `AtomicI64` baseline every ratio is taken against.
+pub const ATOMIC: &str = <PlainAtomic as Contender>::NAME;
+/// `PerCpu`'s name.
+pub const PER_CPU: &str = <PerCpu as LiveName>::NAME;
+/// `PerThread`'s name.
+pub const PER_THREAD: &str = <PerThread as LiveName>::NAME;
+/// Peer crates (not `std` atomics) livecount's targets compare against.
+pub const PEER_CRATES: [&str; 4] = [
+    <FastCounter as Contender>::NAME,
+    <Contatori as Contender>::NAME,
+    <PromIntGauge as Contender>::NAME,
+    <MetricsGauge as Contender>::NAME,
+];
+
 /// Name, import path and kind of one contender, as stored in results.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Info {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::results::{Figure, PAIRS_PER_S};
+use crate::figure::{Figure, Metric, Workload};
 
 #[derive(serde::Deserialize)]
 struct Benchmark {
@@ -97,10 +97,10 @@ fn figure(bench_json: &Path, wanted: &[(String, String, String)]) -> Option<Figu
     let per_s = |ns: f64| n as f64 * 1e9 / ns;
     let m = est.median;
     Some(Figure {
-        workload: b.group_id,
+        workload: Workload::from_name(&b.group_id)?,
         contender: function,
         param: value,
-        metric: PAIRS_PER_S.into(),
+        metric: Metric::PairsPerS,
         median: per_s(m.point_estimate),
         low: per_s(m.confidence_interval.upper_bound),
         high: per_s(m.confidence_interval.lower_bound),

@@ -31,9 +31,19 @@
 //!
 //! The fastest qualifying counter at the described thread count, except that `PerCpu` is
 //! recommended, with the reasons, for a service with at least 4 threads per core or a byte
-//! limit `PerThread` exceeds and `PerCpu` meets; see [`per_cpu_case`].
+//! limit `PerThread` exceeds and `PerCpu` meets; see [`rank`], [`recommend`] and
+//! [`per_cpu_case`].
+//!
+//! # livecount's own targets
+//!
+//! What livecount itself aims for (≥ 8× `AtomicI64` at two threads, never a read below 0,
+//! …) lives in one place, [`targets`], and is reported apart from the recommendation, under
+//! "livecount's own targets (for its maintainers)": it is not advice about the workload.
 //!
 //! # Results
+//!
+//! [`results`] owns the schema of `results.json`; a figure is looked up by a typed
+//! [`figure::Workload`], contender, parameter and [`figure::Metric`] ([`figure::find`]).
 //!
 //! Each machine's run lives in `results/<machine-label>/` (`results.json`, a generated
 //! `REPORT.md`, `throughput.svg`, `reader.svg`); the committed ones are this repository's
@@ -47,12 +57,17 @@
 pub mod alloc;
 pub mod contender;
 pub mod estimates;
+pub mod figure;
 pub mod machine;
 pub mod per_cpu_case;
 pub mod picker;
 pub mod plan;
 pub mod plot;
 pub mod rank;
+pub mod recommend;
 pub mod report;
 pub mod results;
+pub mod targets;
+#[cfg(test)]
+mod test_support;
 pub mod workload;

@@ -1,5 +1,5 @@
-//! `PerCpuCase`: when the picker recommends `PerCpu` rather than the fastest counter, and the
-//! issue's three `PerCpu` targets — all from measured figures.
+//! `PerCpuCase`: when the picker recommends `PerCpu` rather than the fastest counter, from
+//! measured figures (livecount's own `PerCpu` targets are in [`crate::targets`]).
 //!
 //! `PerThread` keeps a 128-byte cell per thread index in use and its read walks every one;
 //! `PerCpu` keeps one per CPU plus an overflow cell, whatever the thread count. The ranking
@@ -18,21 +18,10 @@
 //!   `PerCpu`'s: the ranking already excludes `PerThread` then; this says why `PerCpu` is the
 //!   answer rather than whatever is next by throughput.
 
-use crate::plan::{MANY_THREADS_PER_CORE, MEMORY_THREADS, READ_THREADS};
-use crate::rank::{Row, Target, missing, ratios_at};
-use crate::results::{BYTES, Figure, PAIRS_PER_S, Params, READ_NS, find};
-
-/// `PerCpu`'s contender name.
-pub const PER_CPU: &str = "PerCpu";
-/// `PerThread`'s contender name.
-pub const PER_THREAD: &str = "PerThread";
-/// The workload that times reads with many threads alive.
-pub const READ_AT_THREADS: &str = "read_at_threads";
-/// At threads ≤ cores, `PerCpu`'s throughput may be at most this many times below `PerThread`'s.
-pub const NEAR_FACTOR: f64 = 1.5;
-/// With [`READ_THREADS`] threads alive, a `PerCpu` read must be at least this many times
-/// cheaper than a `PerThread` read.
-pub const CHEAPER_FACTOR: f64 = 10.0;
+use crate::contender::{PER_CPU, PER_THREAD};
+use crate::figure::{Figure, Metric, Workload, find};
+use crate::plan::MANY_THREADS_PER_CORE;
+use crate::results::{Params, Row};
 
 /// Why `PerCpu` is the counter to import for the service described, whichever counter the
 /// throughput ranking puts first.
@@ -60,8 +49,9 @@ impl PerCpuCase {
         cores: usize,
     ) -> Option<PerCpuCase> {
         rows.iter().find(|r| r.name == PER_CPU)?.rank?;
-        let t = params.threads.to_string();
-        let bytes_of = |name| find(figures, "memory", name, &t, BYTES).map(|f| f.median);
+        let t = params.threads;
+        let bytes_of =
+            |name| find(figures, Workload::Memory, name, t, Metric::Bytes).map(|f| f.median);
         let bytes = bytes_of(PER_THREAD).zip(bytes_of(PER_CPU));
         let many_threads = (params.threads >= MANY_THREADS_PER_CORE * cores.max(1))
             .then_some((params.threads, cores));
@@ -122,283 +112,75 @@ fn reads_at(figures: &[Figure], prefer: usize) -> Option<(usize, f64, f64)> {
 }
 
 /// Every `(threads, PerThread ns, PerCpu ns)` the read-at-threads workload measured, by threads.
-fn read_pairs(figures: &[Figure]) -> Vec<(usize, f64, f64)> {
+pub(crate) fn read_pairs(figures: &[Figure]) -> Vec<(usize, f64, f64)> {
+    let rat = Workload::ReadAtThreads;
     let mut pairs: Vec<_> = figures
         .iter()
-        .filter(|f| f.workload == READ_AT_THREADS && f.contender == PER_THREAD)
-        .filter(|f| f.metric == READ_NS)
+        .filter(|f| f.is(rat, PER_THREAD, Metric::ReadNs))
         .filter_map(|thread| {
-            let cpu = find(figures, READ_AT_THREADS, PER_CPU, &thread.param, READ_NS)?;
-            Some((thread.param.parse().ok()?, thread.median, cpu.median))
+            let n = thread.count()?;
+            let cpu = find(figures, rat, PER_CPU, n, Metric::ReadNs)?;
+            Some((n, thread.median, cpu.median))
         })
         .collect();
     pairs.sort_by_key(|p| p.0);
     pairs
 }
 
-/// The issue's `PerCpu` targets: throughput near `PerThread`'s at threads ≤ `cores`, far
-/// cheaper reads with [`READ_THREADS`] threads alive, memory independent of the thread count.
-pub fn targets(figures: &[Figure], cores: usize) -> Vec<Target> {
-    vec![near(figures, cores), cheaper(figures), flat(figures)]
-}
-
-fn near(figures: &[Figure], cores: usize) -> Target {
-    let goal = format!(
-        "threads ≤ cores: PerCpu's throughput within {NEAR_FACTOR}× of PerThread's (≥ PerThread ÷ {NEAR_FACTOR})"
-    );
-    let mut ratios: Vec<(usize, f64)> = figures
-        .iter()
-        .filter(|f| f.workload == "threads" && f.contender == PER_THREAD)
-        .filter(|f| f.metric == PAIRS_PER_S)
-        .filter_map(|thread| {
-            let n: usize = thread.param.parse().ok().filter(|&n| n <= cores)?;
-            let cpu = find(figures, "threads", PER_CPU, &thread.param, PAIRS_PER_S)?;
-            Some((n, cpu.median / thread.median))
-        })
-        .collect();
-    ratios.sort_by_key(|r| r.0);
-    if ratios.is_empty() {
-        return missing(&goal);
-    }
-    Target {
-        measured: format!("PerCpu ÷ PerThread: {}", ratios_at(&ratios)),
-        met: Some(ratios.iter().all(|(_, r)| *r >= 1.0 / NEAR_FACTOR)),
-        goal,
-    }
-}
-
-fn cheaper(figures: &[Figure]) -> Target {
-    let goal = format!(
-        "≥ {READ_THREADS} threads alive: a PerCpu read ≥ {CHEAPER_FACTOR}× cheaper than a PerThread read"
-    );
-    let pairs: Vec<_> = read_pairs(figures)
-        .into_iter()
-        .filter(|p| p.0 >= READ_THREADS)
-        .collect();
-    if pairs.is_empty() {
-        return missing(&goal);
-    }
-    Target {
-        measured: pairs
-            .iter()
-            .map(|(n, thread, cpu)| {
-                format!(
-                    "{n} threads: PerThread {thread:.0} ns, PerCpu {cpu:.1} ns per read = {:.0}× cheaper",
-                    thread / cpu
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-        met: Some(pairs.iter().all(|(_, thread, cpu)| thread / cpu >= CHEAPER_FACTOR)),
-        goal,
-    }
-}
-
-fn flat(figures: &[Figure]) -> Target {
-    let counts = MEMORY_THREADS.map(|t| t.to_string()).join(", ");
-    let goal = format!("PerCpu's memory identical at {counts} threads");
-    let at = |name: &str| -> Option<Vec<&Figure>> {
-        MEMORY_THREADS
-            .iter()
-            .map(|t| find(figures, "memory", name, &t.to_string(), BYTES))
-            .collect()
-    };
-    let Some(cpu) = at(PER_CPU) else {
-        return missing(&goal);
-    };
-    let list = |figs: &[&Figure]| {
-        figs.iter()
-            .map(|f| format!("{:.0}", f.median))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let contrast = at(PER_THREAD).map_or(String::new(), |thread| {
-        format!(" (PerThread: {})", list(&thread))
-    });
-    // Identical means every repetition at every thread count, not only the medians.
-    let first = cpu[0].low;
-    Target {
-        measured: format!("PerCpu: {} bytes{contrast}", list(&cpu)),
-        met: Some(cpu.iter().all(|f| f.low == first && f.high == first)),
-        goal,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contender::{Info, Kind};
-    use crate::rank::{rank, recommend};
+    use crate::test_support::{params, per_cpu_world};
 
     const CORES: usize = 2;
 
-    fn info(name: &str) -> Info {
-        Info {
-            name: name.into(),
-            import: format!("livecount::{name}"),
-            kind: Kind::Livecount,
-        }
+    fn rows(names_ranked: &[(&str, Option<usize>)]) -> Vec<Row> {
+        names_ranked
+            .iter()
+            .map(|&(name, rank)| Row {
+                rank,
+                name: name.into(),
+                import: format!("livecount::{name}"),
+                kind: crate::contender::Kind::Livecount,
+                throughput: 1.0,
+                spread: 0.0,
+                pct_ceiling: 1.0,
+                vs_atomic: 1.0,
+                read_ns: None,
+                min_read: None,
+                bytes: None,
+                excluded: None,
+            })
+            .collect()
     }
 
-    fn fig(workload: &str, name: &str, param: &str, metric: &str, v: f64) -> Figure {
-        Figure::from_samples(workload, name, param, metric, vec![v, v, v])
-    }
-
-    fn params(threads: usize, max_bytes: Option<u64>) -> Params {
-        Params::for_tests(threads, max_bytes)
-    }
-
-    /// PerThread 300/s, PerCpu 240/s, Sharded 100/s at every thread count; PerThread 128 B
-    /// per thread + 512, PerCpu and Sharded 512 B flat; reads with 1 000 threads alive:
-    /// PerThread 4 000 ns, PerCpu 10 ns.
-    fn world() -> (Vec<Info>, Vec<Figure>) {
-        let contenders = vec![info(PER_THREAD), info(PER_CPU), info("Sharded")];
-        let mut figures = Vec::new();
-        for t in [1, 2, 7, 8, 16, 256] {
-            let p = t.to_string();
-            for (name, tput) in [(PER_THREAD, 300.0), (PER_CPU, 240.0), ("Sharded", 100.0)] {
-                figures.push(fig("threads", name, &p, PAIRS_PER_S, tput));
-                let bytes = if name == PER_THREAD {
-                    512.0 + 128.0 * t as f64
-                } else {
-                    512.0
-                };
-                figures.push(fig("memory", name, &p, BYTES, bytes));
-            }
-        }
-        figures.push(fig(READ_AT_THREADS, PER_THREAD, "1000", READ_NS, 4000.0));
-        figures.push(fig(READ_AT_THREADS, PER_CPU, "1000", READ_NS, 10.0));
-        (contenders, figures)
-    }
-
-    fn advice(figures: &[Figure], contenders: &[Info], p: &Params) -> String {
-        let rows = rank(figures, contenders, p);
-        let case = PerCpuCase::detect(figures, &rows, p, CORES);
-        recommend(&rows, p, case.as_ref())
-    }
-
+    /// The case needs `PerCpu` ranked and either many threads per core or a byte limit only
+    /// `PerCpu` meets; its reads come from the user's thread count if measured there, else
+    /// from the most threads measured.
     #[test]
-    fn at_threads_up_to_a_few_per_core_the_ranking_stands() {
-        let (contenders, figures) = world();
-        for threads in [1, 2, 7] {
-            let p = params(threads, None);
-            let rows = rank(&figures, &contenders, &p);
-            assert_eq!(PerCpuCase::detect(&figures, &rows, &p, CORES), None);
-            let text = advice(&figures, &contenders, &p);
-            assert!(text.contains("import `livecount::PerThread`"), "{text}");
-            assert!(text.contains("Runner-up: `livecount::PerCpu`"), "{text}");
-        }
-    }
-
-    #[test]
-    fn from_four_threads_per_core_per_cpu_is_recommended_and_why() {
-        let (contenders, figures) = world();
-        let p = params(8, None);
-        let rows = rank(&figures, &contenders, &p);
-        let case = PerCpuCase::detect(&figures, &rows, &p, CORES).expect("8 threads on 2 cores");
-        assert_eq!(case.many_threads, Some((8, 2)));
-        assert_eq!(case.byte_limit, None);
-        assert_eq!(case.bytes, Some((1536.0, 512.0)));
-        assert_eq!(case.reads, Some((1000, 4000.0, 10.0)));
-        let text = recommend(&rows, &p, Some(&case));
-        for says in [
-            "import `livecount::PerCpu`: 8 threads are 4× this machine's 2 cores",
-            "1536 bytes per counter at 8 threads",
-            "512 bytes at any thread count",
-            "4000 ns with 1000 threads alive, against 10 ns for `PerCpu`",
-            "Throughput alone ranks `livecount::PerThread` first: `PerCpu` did 80% of its",
-        ] {
-            assert!(text.contains(says), "{says:?} not in {text}");
-        }
-        // The table's order is still the throughput's.
-        assert_eq!(rows[0].name, PER_THREAD);
-        let p = params(256, None);
-        assert!(advice(&figures, &contenders, &p).contains("256 threads are 128×"));
-    }
-
-    #[test]
-    fn a_byte_limit_per_thread_exceeds_recommends_per_cpu() {
-        let (contenders, figures) = world();
-        // PerThread at 2 threads: 768 B; PerCpu 512 B.
-        let p = params(2, Some(600));
-        let rows = rank(&figures, &contenders, &p);
-        let case = PerCpuCase::detect(&figures, &rows, &p, CORES).expect("over the limit");
-        assert_eq!((case.many_threads, case.byte_limit), (None, Some(600)));
-        let text = recommend(&rows, &p, Some(&case));
-        assert!(
-            text.contains("import `livecount::PerCpu`: `PerThread` takes 768 bytes"),
-            "{text}"
-        );
-        assert!(text.contains("over --max-bytes-per-counter 600"), "{text}");
-        // A limit both fit leaves the ranking alone; one neither fits excludes PerCpu too.
-        for max in [768, 100] {
-            let p = params(2, Some(max));
-            let rows = rank(&figures, &contenders, &p);
-            assert_eq!(
-                PerCpuCase::detect(&figures, &rows, &p, CORES),
-                None,
-                "{max}"
-            );
-        }
-    }
-
-    #[test]
-    fn an_excluded_per_cpu_is_never_recommended() {
-        let (contenders, mut figures) = world();
-        figures.retain(|f| !(f.contender == PER_CPU && f.workload == "threads"));
-        let p = params(16, None);
-        let rows = rank(&figures, &contenders, &p);
-        assert_eq!(PerCpuCase::detect(&figures, &rows, &p, CORES), None);
-        assert!(advice(&figures, &contenders, &p).contains("import `livecount::PerThread`"));
-    }
-
-    #[test]
-    fn targets_are_judged_from_figures() {
-        let (_, figures) = world();
-        let t = targets(&figures, CORES);
-        assert_eq!(t.len(), 3);
-        // 240 / 300 = 0.8 ≥ 1 / 1.5, at 1 and 2 threads only.
-        assert_eq!(t[0].met, Some(true), "{:?}", t[0]);
-        assert_eq!(t[0].measured, "PerCpu ÷ PerThread: 0.80× at 1, 0.80× at 2");
-        assert_eq!(t[1].met, Some(true), "{:?}", t[1]);
-        assert!(
-            t[1].measured.contains("= 400× cheaper"),
-            "{}",
-            t[1].measured
-        );
-        assert_eq!(t[2].met, Some(true), "{:?}", t[2]);
-        assert!(
-            t[2].measured
-                .starts_with("PerCpu: 512, 512, 512, 512 bytes (PerThread: 640, 768")
-        );
-
-        let mut worse = figures.clone();
-        let slower =
-            |f: &mut Figure, v: f64| *f = fig(&f.workload, &f.contender, &f.param, &f.metric, v);
-        for f in &mut worse {
-            match (f.workload.as_str(), f.contender.as_str(), f.param.as_str()) {
-                ("threads", PER_CPU, "2") => slower(f, 199.0),
-                (READ_AT_THREADS, PER_CPU, _) => slower(f, 401.0),
-                ("memory", PER_CPU, "256") => slower(f, 640.0),
-                _ => {}
-            }
-        }
-        let t = targets(&worse, CORES);
+    fn a_case_needs_a_ranked_per_cpu_and_a_reason() {
+        let (_, figures) = per_cpu_world();
+        let ranked = rows(&[(PER_THREAD, Some(1)), (PER_CPU, Some(2))]);
         assert_eq!(
-            (t[0].met, t[1].met, t[2].met),
-            (Some(false), Some(false), Some(false))
+            PerCpuCase::detect(&figures, &ranked, &params(7, None), CORES),
+            None
         );
-        // One repetition off is not identical either.
-        let mut noisy = figures.clone();
-        noisy.retain(|f| !(f.workload == "memory" && f.contender == PER_CPU && f.param == "16"));
-        noisy.push(Figure::from_samples(
-            "memory",
-            PER_CPU,
-            "16",
-            BYTES,
-            vec![512.0, 512.0, 640.0],
-        ));
-        assert_eq!(targets(&noisy, CORES)[2].met, Some(false));
-        assert!(targets(&[], CORES).iter().all(|t| t.met.is_none()));
+        let case = PerCpuCase::detect(&figures, &ranked, &params(8, None), CORES).unwrap();
+        assert_eq!(case.many_threads, Some((8, CORES)));
+        assert_eq!(case.reads, Some((1000, 4000.0, 10.0)));
+        assert!(
+            case.why()
+                .starts_with("8 threads are 4× this machine's 2 cores"),
+            "{}",
+            case.why()
+        );
+        let excluded = rows(&[(PER_THREAD, Some(1)), (PER_CPU, None)]);
+        assert_eq!(
+            PerCpuCase::detect(&figures, &excluded, &params(8, None), CORES),
+            None
+        );
+        let case = PerCpuCase::detect(&figures, &ranked, &params(2, Some(600)), CORES).unwrap();
+        assert_eq!((case.many_threads, case.byte_limit), (None, Some(600)));
+        assert_eq!(read_pairs(&figures), [(1000, 4000.0, 10.0)]);
     }
 }

@@ -8,12 +8,15 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::contender::{self, Contender, Live, LiveName, SlabFloor, Tracked, Visit};
+use crate::figure::{Figure, Metric, Workload, find};
 use crate::machine::{self, Machine};
-use crate::per_cpu_case::{PerCpuCase, READ_AT_THREADS};
+use crate::per_cpu_case::PerCpuCase;
 use crate::plan::{self, Ctx, Mode, Plan, Point, VisitLifecycle};
 use crate::rank;
+use crate::recommend::recommend;
 use crate::report;
-use crate::results::{self, Figure, Params, Results};
+use crate::results::{Params, Results};
+use crate::targets::targets;
 use crate::workload::{Reader, Sample};
 
 /// The most reads per second `--readers-hz` takes.
@@ -197,10 +200,12 @@ pub fn main_with(opts: &Options) -> Result<String, String> {
     write(&results, &dir)?;
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut out = format!(
-        "{}\n{}\n{}\n\nTargets:\n{}\nWrote {}\n",
+        "{}\n{}\n{}\n\n{}:\n{}\n{}\nWrote {}\n",
         report::table(&results.ranking, results.params.threads),
         report::per_cpu_note(&results.machine),
         results.recommendation,
+        report::TARGETS_HEADING,
+        report::TARGETS_NOTE,
         report::targets(&results),
         dir.display()
     );
@@ -252,11 +257,12 @@ pub fn measure(opts: &Options) -> Results {
     let plan = Plan::new(opts.mode, cores, opts.threads, opts.reader());
     let contenders = contender::all();
     // Bare and tracked, for each counter; plus the slab floor on threads.
-    let lifecycle_runs =
-        2 * plan::lifecycle_counters() * plan.points("lifecycle").len() + plan.lifecycle.len();
-    let timed_points: usize = plan::WORKLOADS
-        .iter()
-        .filter(|w| !matches!(**w, "lifecycle" | "memory" | READ_AT_THREADS))
+    let lifecycle_runs = 2 * plan::lifecycle_counters() * plan.points(Workload::Lifecycle).len()
+        + plan.lifecycle.len();
+    // Lifecycle is counted above; memory and read-at-threads have no timed points.
+    let timed_points: usize = Workload::ALL
+        .into_iter()
+        .filter(|&w| w != Workload::Lifecycle)
         .map(|w| plan.points(w).len() * contenders.len())
         .sum::<usize>()
         + lifecycle_runs;
@@ -282,11 +288,11 @@ pub fn measure(opts: &Options) -> Results {
         reps: opts.reps,
         figures: Vec::new(),
         pb: &pb,
-        workload: "",
+        workload: Workload::Threads,
     };
-    for w in plan::WORKLOADS {
+    for w in Workload::ALL {
         s.workload = w;
-        if w == "lifecycle" {
+        if w == Workload::Lifecycle {
             plan::for_each_lifecycle(&mut s);
         } else {
             contender::for_each(&mut s);
@@ -316,7 +322,7 @@ pub fn measure(opts: &Options) -> Results {
     )
 }
 
-/// Ranks, recommends and checks targets: shared with the criterion suite.
+/// Ranks, recommends and judges livecount's own targets: shared with the criterion suite.
 pub fn conclude(
     source: &str,
     machine: Machine,
@@ -327,15 +333,15 @@ pub fn conclude(
 ) -> Results {
     let ranking = rank::rank(&figures, &contenders, &params);
     let per_cpu = PerCpuCase::detect(&figures, &ranking, &params, machine.cores);
-    let recommendation = rank::recommend(&ranking, &params, per_cpu.as_ref());
-    let targets = rank::targets(&figures, &contenders, machine.cores);
+    let recommendation = recommend(&ranking, &params, per_cpu.as_ref());
+    let targets = targets(&figures, &contenders, machine.cores);
     Results {
         source: source.into(),
         machine,
         params,
         command,
         contenders,
-        workloads: plan::WORKLOADS.iter().map(|w| (*w).to_owned()).collect(),
+        workloads: Workload::ALL.to_vec(),
         figures,
         ranking,
         recommendation,
@@ -375,7 +381,7 @@ struct Sweeper<'a> {
     reps: usize,
     figures: Vec<Figure>,
     pb: &'a ProgressBar,
-    workload: &'static str,
+    workload: Workload,
 }
 
 impl Sweeper<'_> {
@@ -412,52 +418,41 @@ impl Sweeper<'_> {
 
     fn record(&mut self, name: &str, point: Point, samples: &[Sample]) {
         let (w, p) = (point.workload(), point.param());
-        let fig = |metric: &str, f: &dyn Fn(&Sample) -> Option<f64>| {
+        let fig = |metric: Metric, f: &dyn Fn(&Sample) -> Option<f64>| {
             let v: Vec<f64> = samples.iter().filter_map(f).collect();
             (!v.is_empty()).then(|| Figure::from_samples(w, name, &p, metric, v))
         };
         let figs = [
-            fig(results::PAIRS_PER_S, &|s| Some(s.throughput())),
-            fig(results::READ_NS, &|s| {
+            fig(Metric::PairsPerS, &|s| Some(s.throughput())),
+            fig(Metric::ReadNs, &|s| {
                 s.read.filter(|r| r.reads > 0).map(|r| r.ns_per_read)
             }),
-            fig(results::MIN_READ, &|s| {
+            fig(Metric::MinRead, &|s| {
                 s.read.filter(|r| r.reads > 0).map(|r| r.min as f64)
             }),
-            fig(results::MAX_READ, &|s| {
+            fig(Metric::MaxRead, &|s| {
                 s.read.filter(|r| r.reads > 0).map(|r| r.max as f64)
             }),
-            fig(results::TRUE_MAX, &|s| s.read.map(|r| r.true_max as f64)),
-            fig("reads", &|s| s.read.map(|r| r.reads as f64)),
+            fig(Metric::TrueMax, &|s| s.read.map(|r| r.true_max as f64)),
+            fig(Metric::Reads, &|s| s.read.map(|r| r.reads as f64)),
         ];
         self.figures.extend(figs.into_iter().flatten());
         self.done_point();
     }
 
     fn slowdown(&mut self, name: &str) {
-        let base = results::find(
-            &self.figures,
-            "read_under_write",
-            name,
-            "none",
-            results::PAIRS_PER_S,
-        )
-        .map(|f| f.median);
+        let rw = Workload::ReadUnderWrite;
+        let base = find(&self.figures, rw, name, Reader::None, Metric::PairsPerS).map(|f| f.median);
         let Some(base) = base else { return };
         let slow: Vec<Figure> = self
             .figures
             .iter()
-            .filter(|f| {
-                f.workload == "read_under_write"
-                    && f.contender == name
-                    && f.metric == results::PAIRS_PER_S
-                    && f.param != "none"
-            })
+            .filter(|f| f.is(rw, name, Metric::PairsPerS) && f.param != Reader::None.label())
             .map(|f| {
                 let pct = |v: f64| 100.0 * (1.0 - v / base);
                 let mut s: Vec<f64> = f.samples.iter().map(|v| pct(*v)).collect();
                 s.sort_by(f64::total_cmp);
-                Figure::from_samples("read_under_write", name, &f.param, "writer_slowdown_pct", s)
+                Figure::from_samples(rw, name, &f.param, Metric::WriterSlowdownPct, s)
             })
             .collect();
         self.figures.extend(slow);
@@ -482,7 +477,7 @@ impl Sweeper<'_> {
                 .collect();
             if !v.is_empty() {
                 let p = t.to_string();
-                let f = Figure::from_samples("memory", C::NAME, &p, results::BYTES, v);
+                let f = Figure::from_samples(Workload::Memory, C::NAME, &p, Metric::Bytes, v);
                 self.figures.push(f);
             }
             self.done_point();
@@ -494,18 +489,19 @@ impl Sweeper<'_> {
     fn read_at_threads<C: Contender>(&mut self) {
         for &t in &self.plan.read_threads.clone() {
             self.pb
-                .set_message(format!("{READ_AT_THREADS} {} {t}", C::NAME));
+                .set_message(format!("{} {} {t}", Workload::ReadAtThreads, C::NAME));
             let window = self.share() / (self.reps as u32 + 1);
             let c = C::new(t);
             match crate::workload::read_at_threads(&c, t, window, self.reps) {
                 Ok(ns) => {
                     let p = t.to_string();
-                    let f =
-                        Figure::from_samples(READ_AT_THREADS, C::NAME, &p, results::READ_NS, ns);
+                    let rat = Workload::ReadAtThreads;
+                    let f = Figure::from_samples(rat, C::NAME, &p, Metric::ReadNs, ns);
                     self.figures.push(f);
                 }
                 Err(e) => self.pb.println(format!(
-                    "{READ_AT_THREADS} {} at {t} threads skipped: {e}",
+                    "{} {} at {t} threads skipped: {e}",
+                    Workload::ReadAtThreads,
                     C::NAME
                 )),
             }
@@ -517,8 +513,8 @@ impl Sweeper<'_> {
 impl Visit for Sweeper<'_> {
     fn visit<C: Contender>(&mut self) {
         match self.workload {
-            "memory" => return self.memory::<C>(),
-            READ_AT_THREADS => return self.read_at_threads::<C>(),
+            Workload::Memory => return self.memory::<C>(),
+            Workload::ReadAtThreads => return self.read_at_threads::<C>(),
             _ => {}
         }
         for point in self.plan.points(self.workload) {
@@ -527,7 +523,7 @@ impl Visit for Sweeper<'_> {
             let samples = self.samples::<C>(point);
             self.record(C::NAME, point, &samples);
         }
-        if self.workload == "read_under_write" {
+        if self.workload == Workload::ReadUnderWrite {
             self.slowdown(C::NAME);
         }
     }
@@ -535,7 +531,7 @@ impl Visit for Sweeper<'_> {
 
 impl VisitLifecycle for Sweeper<'_> {
     fn visit<C: LiveName>(&mut self) {
-        for point in self.plan.points("lifecycle") {
+        for point in self.plan.points(Workload::Lifecycle) {
             self.pb
                 .set_message(format!("lifecycle {} {}", C::NAME, point.param()));
             let bare = self.samples::<Live<C>>(point);

@@ -4,19 +4,8 @@
 use std::sync::Arc;
 
 use crate::contender::{Contender, LiveName};
+use crate::figure::Workload;
 use crate::workload::{self, BATCH, Reader, Sample};
-
-/// Workload names, in report order.
-pub const WORKLOADS: [&str; 8] = [
-    "threads",
-    "handoff",
-    "tasks",
-    "read_under_write",
-    "read_at_threads",
-    "lifecycle",
-    "churn",
-    "memory",
-];
 
 /// Pairs each churn thread does before it exits.
 pub const CHURN_PAIRS: u64 = 1_000;
@@ -67,17 +56,17 @@ pub enum Point {
 }
 
 impl Point {
-    /// The workload (criterion group) name.
-    pub fn workload(self) -> &'static str {
+    /// The workload (its name is the criterion group's).
+    pub fn workload(self) -> Workload {
         match self {
-            Point::Threads(_) => "threads",
-            Point::Handoff(_) => "handoff",
-            Point::Tasks(_) => "tasks",
-            Point::ReadUnderWrite(_) => "read_under_write",
+            Point::Threads(_) => Workload::Threads,
+            Point::Handoff(_) => Workload::Handoff,
+            Point::Tasks(_) => Workload::Tasks,
+            Point::ReadUnderWrite(_) => Workload::ReadUnderWrite,
             Point::Lifecycle(_) | Point::LifecycleTasks(_) | Point::LifecycleHandoff(_) => {
-                "lifecycle"
+                Workload::Lifecycle
             }
-            Point::Churn(_) => "churn",
+            Point::Churn(_) => Workload::Churn,
         }
     }
 
@@ -198,26 +187,27 @@ impl Plan {
     }
 
     /// Every timed point of `workload` (only livecount counters run the lifecycle points:
-    /// the session tracker is built on them).
-    pub fn points(&self, workload: &str) -> Vec<Point> {
+    /// the session tracker is built on them); none for memory and read-at-threads, which
+    /// are not timed per unit of work.
+    pub fn points(&self, workload: Workload) -> Vec<Point> {
         match workload {
-            "threads" => self.threads.iter().map(|&t| Point::Threads(t)).collect(),
-            "handoff" => self.handoff.iter().map(|&t| Point::Handoff(t)).collect(),
-            "tasks" => self.tasks.iter().map(|&t| Point::Tasks(t)).collect(),
-            "read_under_write" => self
+            Workload::Threads => self.threads.iter().map(|&t| Point::Threads(t)).collect(),
+            Workload::Handoff => self.handoff.iter().map(|&t| Point::Handoff(t)).collect(),
+            Workload::Tasks => self.tasks.iter().map(|&t| Point::Tasks(t)).collect(),
+            Workload::ReadUnderWrite => self
                 .readers
                 .iter()
                 .map(|&r| Point::ReadUnderWrite(r))
                 .collect(),
-            "lifecycle" => self
+            Workload::Lifecycle => self
                 .lifecycle
                 .iter()
                 .map(|&t| Point::Lifecycle(t))
                 .chain(self.tasks.iter().map(|&k| Point::LifecycleTasks(k)))
                 .chain(self.handoff.iter().map(|&p| Point::LifecycleHandoff(p)))
                 .collect(),
-            "churn" => self.churn.iter().map(|&t| Point::Churn(t)).collect(),
-            _ => Vec::new(),
+            Workload::Churn => self.churn.iter().map(|&t| Point::Churn(t)).collect(),
+            Workload::ReadAtThreads | Workload::Memory => Vec::new(),
         }
     }
 }

@@ -5,8 +5,10 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::rank::CEILING;
-use crate::results::{MAX_READ, MIN_READ, PAIRS_PER_S, Results, TRUE_MAX};
+use crate::contender::CEILING;
+use crate::figure::{Metric, Workload};
+use crate::report::si;
+use crate::results::Results;
 
 type Error = Box<dyn std::error::Error>;
 
@@ -36,7 +38,7 @@ fn throughput(r: &Results, path: &Path) -> Result<(), Error> {
     let figs: Vec<_> = r
         .figures
         .iter()
-        .filter(|f| f.workload == "threads" && f.metric == PAIRS_PER_S)
+        .filter(|f| f.workload == Workload::Threads && f.metric == Metric::PairsPerS)
         .collect();
     let xs = figs.iter().filter_map(|f| f.param.parse::<u32>().ok());
     let max_t = xs.max().unwrap_or(1).max(2);
@@ -58,7 +60,7 @@ fn throughput(r: &Results, path: &Path) -> Result<(), Error> {
         .configure_mesh()
         .x_desc("threads")
         .y_desc("pairs/s (log)")
-        .y_label_formatter(&|v| crate::rank::si(*v))
+        .y_label_formatter(&|v| si(*v))
         .draw()?;
     for (i, c) in r.contenders.iter().enumerate() {
         let mut pts: Vec<(u32, f64)> = figs
@@ -87,12 +89,10 @@ fn throughput(r: &Results, path: &Path) -> Result<(), Error> {
 }
 
 fn reader(r: &Results, path: &Path) -> Result<(), Error> {
-    let rw = |name: &str, metric: &str| {
+    let rw = |name: &str, metric: Metric| {
         r.figures
             .iter()
-            .filter(|f| {
-                f.workload == "read_under_write" && f.contender == name && f.metric == metric
-            })
+            .filter(|f| f.is(Workload::ReadUnderWrite, name, metric))
             .collect::<Vec<_>>()
     };
     let ranges: Vec<(String, f64, f64)> = r
@@ -101,11 +101,11 @@ fn reader(r: &Results, path: &Path) -> Result<(), Error> {
         // The ceiling's sum is not a gauge read (its cells are summed without any order).
         .filter(|c| c.name != CEILING)
         .filter_map(|c| {
-            let min = rw(&c.name, MIN_READ)
+            let min = rw(&c.name, Metric::MinRead)
                 .iter()
                 .map(|f| f.low)
                 .reduce(f64::min)?;
-            let max = rw(&c.name, MAX_READ)
+            let max = rw(&c.name, Metric::MaxRead)
                 .iter()
                 .map(|f| f.high)
                 .reduce(f64::max)?;
@@ -115,7 +115,7 @@ fn reader(r: &Results, path: &Path) -> Result<(), Error> {
     let true_max = r
         .figures
         .iter()
-        .filter(|f| f.metric == TRUE_MAX)
+        .filter(|f| f.metric == Metric::TrueMax)
         .map(|f| f.high)
         .fold(0.0, f64::max);
     let lo = ranges.iter().map(|r| r.1).fold(0.0, f64::min);

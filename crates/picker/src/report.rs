@@ -1,11 +1,29 @@
-//! Rendering: the ranked table, `REPORT.md`, and the `--compare` ratios.
+//! Rendering: the ranked table, `REPORT.md`, livecount's targets, and the `--compare` ratios.
 
 use std::fmt::Write as _;
 
+use crate::figure::{Figure, Metric, Workload};
 use crate::machine::Machine;
-use crate::per_cpu_case::READ_AT_THREADS;
-use crate::rank::{Row, si};
-use crate::results::{Figure, PAIRS_PER_S, READ_NS, Results};
+use crate::results::{Results, Row};
+
+/// `1.23 G`, `45.6 M`, `789 k`.
+pub fn si(x: f64) -> String {
+    match x.abs() {
+        v if v >= 1e9 => format!("{:.2} G", x / 1e9),
+        v if v >= 1e6 => format!("{:.1} M", x / 1e6),
+        v if v >= 1e3 => format!("{:.0} k", x / 1e3),
+        _ => format!("{x:.0}"),
+    }
+}
+
+/// Ratios at thread counts as a report reads them: "0.62× at 1, 0.66× at 2".
+pub fn ratios_at<T: std::fmt::Display>(ratios: &[(T, f64)]) -> String {
+    ratios
+        .iter()
+        .map(|(at, ratio)| format!("{ratio:.2}× at {at}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// The ranked table as Markdown (it reads fine in a terminal too).
 pub fn table(rows: &[Row], threads: usize) -> String {
@@ -45,7 +63,14 @@ pub fn per_cpu_note(m: &Machine) -> String {
     })
 }
 
-/// The targets as a Markdown list.
+/// The heading livecount's own targets go under, in the terminal and in `REPORT.md`.
+pub const TARGETS_HEADING: &str = "livecount's own targets (for its maintainers)";
+
+/// What the targets are, in one line under [`TARGETS_HEADING`].
+pub const TARGETS_NOTE: &str = "What livecount aims for on any machine, judged on this run; \
+     not about the workload described (the recommendation above is).";
+
+/// livecount's own targets as a Markdown list.
 pub fn targets(results: &Results) -> String {
     let mut s = String::new();
     for t in &results.targets {
@@ -62,8 +87,8 @@ pub fn targets(results: &Results) -> String {
 /// Every figure of one workload as a Markdown table: contenders down, parameters across.
 fn workload_table(
     figures: &[Figure],
-    workload: &str,
-    metric: &str,
+    workload: Workload,
+    metric: Metric,
     fmt: impl Fn(f64) -> String,
 ) -> String {
     let mine: Vec<&Figure> = figures
@@ -96,9 +121,9 @@ fn workload_table(
                     .find(|f| f.contender == n && f.param == *p)
                     .map_or("-".into(), |f| {
                         // Extremes are reported as the worst repetition, not a median.
-                        if metric == "min_read" {
+                        if metric == Metric::MinRead {
                             fmt(f.low)
-                        } else if metric == "max_read" || metric == "true_max" {
+                        } else if matches!(metric, Metric::MaxRead | Metric::TrueMax) {
                             fmt(f.high)
                         } else if f.median != 0.0 && (f.samples.len() > 1 || f.low != f.high) {
                             format!("{} (±{:.0}%)", fmt(f.median), 50.0 * f.spread())
@@ -157,7 +182,6 @@ pub fn markdown(r: &Results) -> String {
         table(&r.ranking, p.threads),
         r.recommendation
     );
-    let _ = writeln!(s, "## Targets\n\n{}", targets(r));
     let _ = writeln!(
         s,
         "## Plots\n\n![throughput vs threads](throughput.svg)\n\n![reader min/max](reader.svg)\n"
@@ -165,20 +189,21 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "## Every figure\n");
     let pairs = |v: f64| si(v);
     let plain = |v: f64| format!("{v:.0}");
-    for w in &r.workloads {
-        s += &workload_table(&r.figures, w, PAIRS_PER_S, pairs);
+    for &w in &r.workloads {
+        s += &workload_table(&r.figures, w, Metric::PairsPerS, pairs);
     }
     for metric in [
-        "read_ns",
-        "min_read",
-        "max_read",
-        "true_max",
-        "writer_slowdown_pct",
+        Metric::ReadNs,
+        Metric::MinRead,
+        Metric::MaxRead,
+        Metric::TrueMax,
+        Metric::WriterSlowdownPct,
     ] {
-        s += &workload_table(&r.figures, "read_under_write", metric, plain);
+        s += &workload_table(&r.figures, Workload::ReadUnderWrite, metric, plain);
     }
-    s += &workload_table(&r.figures, READ_AT_THREADS, READ_NS, |v| format!("{v:.1}"));
-    s += &workload_table(&r.figures, "memory", "bytes", plain);
+    let rat = Workload::ReadAtThreads;
+    s += &workload_table(&r.figures, rat, Metric::ReadNs, |v| format!("{v:.1}"));
+    s += &workload_table(&r.figures, Workload::Memory, Metric::Bytes, plain);
     let _ = writeln!(
         s,
         "Workloads: **threads** — T threads on a barrier, each start+end back to back; **handoff** — \
@@ -192,6 +217,11 @@ pub fn markdown(r: &Results) -> String {
          threads ({} pairs each); **memory** — inline + heap bytes after T threads each held a session.",
         crate::plan::CHURN_PAIRS
     );
+    let _ = writeln!(
+        s,
+        "\n## {TARGETS_HEADING}\n\n{TARGETS_NOTE}\n\n{}",
+        targets(r)
+    );
     s
 }
 
@@ -200,6 +230,8 @@ pub fn markdown(r: &Results) -> String {
 pub struct Change {
     /// The figure's key (workload/contender/param/metric).
     pub key: String,
+    /// What the figure measures, which says which direction is better.
+    pub metric: Metric,
     /// The old median.
     pub old: f64,
     /// The new median.
@@ -215,10 +247,11 @@ impl Change {
     /// Whether the change is a regression of more than `tolerance` (0.1 = 10%), given the
     /// metric's direction (throughput: higher is better; costs and bytes: lower is better).
     pub fn regressed(&self, tolerance: f64) -> bool {
-        let higher_is_better = self.key.ends_with(PAIRS_PER_S);
-        let lower_is_better = self.key.ends_with("/read_ns") || self.key.ends_with("/bytes");
-        (higher_is_better && self.ratio() < 1.0 - tolerance)
-            || (lower_is_better && self.ratio() > 1.0 + tolerance)
+        match self.metric.higher_is_better() {
+            Some(true) => self.ratio() < 1.0 - tolerance,
+            Some(false) => self.ratio() > 1.0 + tolerance,
+            None => false,
+        }
     }
 }
 
@@ -229,6 +262,7 @@ pub fn compare(old: &[Figure], new: &[Figure]) -> Vec<Change> {
             let key = n.key();
             old.iter().find(|o| o.key() == key).map(|o| Change {
                 key,
+                metric: n.metric,
                 old: o.median,
                 new: n.median,
             })
@@ -257,21 +291,21 @@ pub fn compare_table(changes: &[Change]) -> String {
 mod tests {
     use super::*;
 
-    fn fig(contender: &str, metric: &str, v: f64) -> Figure {
-        Figure::from_samples("threads", contender, "2", metric, vec![v])
+    fn fig(contender: &str, metric: Metric, v: f64) -> Figure {
+        Figure::from_samples(Workload::Threads, contender, "2", metric, vec![v])
     }
 
     #[test]
     fn compare_matches_by_key_and_knows_directions() {
         let old = vec![
-            fig("a", PAIRS_PER_S, 100.0),
-            fig("a", "read_ns", 10.0),
-            fig("gone", PAIRS_PER_S, 1.0),
+            fig("a", Metric::PairsPerS, 100.0),
+            fig("a", Metric::ReadNs, 10.0),
+            fig("gone", Metric::PairsPerS, 1.0),
         ];
         let new = vec![
-            fig("a", PAIRS_PER_S, 50.0),
-            fig("a", "read_ns", 5.0),
-            fig("fresh", PAIRS_PER_S, 1.0),
+            fig("a", Metric::PairsPerS, 50.0),
+            fig("a", Metric::ReadNs, 5.0),
+            fig("fresh", Metric::PairsPerS, 1.0),
         ];
         let changes = compare(&old, &new);
         assert_eq!(changes.len(), 2);

@@ -1,89 +1,13 @@
 //! `Results`: every figure of one run, the machine it ran on, and what was concluded; the
-//! schema of `results/<machine>/results.json`.
+//! schema of `results/<machine>/results.json`, every type it holds defined here or below it
+//! ([`Figure`], [`Machine`], [`Info`]), none in the code that computes them.
+//!
+//! The committed files under `results/` must keep loading: a test reads every one.
 
-use crate::contender::Info;
+use crate::contender::{Info, Kind};
+use crate::figure::{Figure, Workload};
 use crate::machine::Machine;
 use crate::plan::Mode;
-use crate::rank::{Row, Target};
-
-/// Throughput metric: start+end pairs per second (higher is better).
-pub const PAIRS_PER_S: &str = "pairs_per_s";
-/// Mean nanoseconds per read (lower is better).
-pub const READ_NS: &str = "read_ns";
-/// Smallest value a reader saw.
-pub const MIN_READ: &str = "min_read";
-/// Largest value a reader saw.
-pub const MAX_READ: &str = "max_read";
-/// Upper bound of the true value in the read-under-write workload.
-pub const TRUE_MAX: &str = "true_max";
-/// Bytes per counter (inline + heap).
-pub const BYTES: &str = "bytes";
-
-/// One measured number: the median over repetitions, and the spread.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Figure {
-    /// Workload name ([`crate::plan::WORKLOADS`]).
-    pub workload: String,
-    /// Contender name.
-    pub contender: String,
-    /// Workload parameter (threads, tasks, reader pace).
-    pub param: String,
-    /// What was measured ([`PAIRS_PER_S`], [`READ_NS`], …).
-    pub metric: String,
-    /// Median over repetitions (criterion: the median estimate).
-    pub median: f64,
-    /// Smallest repetition (criterion: lower confidence bound).
-    pub low: f64,
-    /// Largest repetition (criterion: upper confidence bound).
-    pub high: f64,
-    /// Every repetition (empty for criterion figures).
-    pub samples: Vec<f64>,
-}
-
-impl Figure {
-    /// A figure from repeated measurements (at least one).
-    pub fn from_samples(
-        workload: &str,
-        contender: &str,
-        param: &str,
-        metric: &str,
-        samples: Vec<f64>,
-    ) -> Figure {
-        let mut sorted = samples.clone();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let median = if n == 0 {
-            f64::NAN
-        } else if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
-        Figure {
-            workload: workload.into(),
-            contender: contender.into(),
-            param: param.into(),
-            metric: metric.into(),
-            median,
-            low: sorted.first().copied().unwrap_or(f64::NAN),
-            high: sorted.last().copied().unwrap_or(f64::NAN),
-            samples,
-        }
-    }
-
-    /// `(high - low) / median`: the relative spread of the repetitions.
-    pub fn spread(&self) -> f64 {
-        (self.high - self.low) / self.median.abs().max(f64::MIN_POSITIVE)
-    }
-
-    /// The key a comparison matches figures by.
-    pub fn key(&self) -> String {
-        format!(
-            "{}/{}/{}/{}",
-            self.workload, self.contender, self.param, self.metric
-        )
-    }
-}
 
 /// What the user described and how the run swept.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -121,6 +45,47 @@ impl Params {
     }
 }
 
+/// One contender's line of the ranked table.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Row {
+    /// 1-based rank among recommendable contenders; `None` when excluded.
+    pub rank: Option<usize>,
+    /// Contender name.
+    pub name: String,
+    /// What to import.
+    pub import: String,
+    /// What it is.
+    pub kind: Kind,
+    /// Pairs/s in the threads workload at the user's thread count (median).
+    pub throughput: f64,
+    /// Relative spread of that throughput.
+    pub spread: f64,
+    /// Throughput as a percentage of the ceiling's.
+    pub pct_ceiling: f64,
+    /// Throughput over `AtomicI64`'s.
+    pub vs_atomic: f64,
+    /// Nanoseconds per read at the user's reader pace (continuous if not measured).
+    pub read_ns: Option<f64>,
+    /// Smallest value any reader saw in any read-under-write run.
+    pub min_read: Option<f64>,
+    /// Bytes per counter at the user's thread count.
+    pub bytes: Option<f64>,
+    /// Why it cannot be recommended, if it cannot.
+    pub excluded: Option<String>,
+}
+
+/// One of livecount's own performance targets (its maintainers' goals, see
+/// [`crate::targets`]), judged on this run: not a statement about the user's workload.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Target {
+    /// What livecount aims for.
+    pub goal: String,
+    /// What was measured.
+    pub measured: String,
+    /// Whether it was met (`None`: not measurable in this run).
+    pub met: Option<bool>,
+}
+
 /// One run: where, what, every figure, and the conclusion.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Results {
@@ -134,41 +99,80 @@ pub struct Results {
     pub command: String,
     /// Every contender.
     pub contenders: Vec<Info>,
-    /// Every workload name.
-    pub workloads: Vec<String>,
+    /// Every workload, in report order.
+    pub workloads: Vec<Workload>,
     /// Every figure.
     pub figures: Vec<Figure>,
     /// The ranked table.
     pub ranking: Vec<Row>,
     /// The recommendation paragraph.
     pub recommendation: String,
-    /// The targets, met or not.
+    /// livecount's own targets ([`crate::targets`]), met or not: for its maintainers, not
+    /// about the workload described.
     pub targets: Vec<Target>,
-}
-
-/// Looks up one figure.
-pub fn find<'a>(
-    figures: &'a [Figure],
-    workload: &str,
-    contender: &str,
-    param: &str,
-    metric: &str,
-) -> Option<&'a Figure> {
-    figures.iter().find(|f| {
-        f.workload == workload && f.contender == contender && f.param == param && f.metric == metric
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every `results.json` committed under `results/<machine>/` loads with this schema,
+    /// older ones (no `PerCpu` setup, fewer workloads) included.
     #[test]
-    fn median_and_spread() {
-        let f = Figure::from_samples("threads", "x", "1", PAIRS_PER_S, vec![3.0, 1.0, 2.0]);
-        assert_eq!((f.median, f.low, f.high), (2.0, 1.0, 3.0));
-        assert_eq!(f.spread(), 1.0);
-        let f = Figure::from_samples("threads", "x", "1", PAIRS_PER_S, vec![4.0, 2.0]);
-        assert_eq!(f.median, 3.0);
+    fn committed_results_still_load() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&root).unwrap().flatten() {
+            let path = entry.path().join("results.json");
+            if !path.is_file() {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            // The simulator's results (results/sim/…) sit one level down, in a schema of their own.
+            let r: Results = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} no longer loads: {e}", path.display()));
+            assert_eq!(r.source, "picker", "{}", path.display());
+            assert!(
+                !r.figures.is_empty() && !r.ranking.is_empty(),
+                "{}",
+                path.display()
+            );
+            assert!(
+                r.workloads.contains(&Workload::Threads),
+                "{}",
+                path.display()
+            );
+            // Written back, it holds every field of the file with the same value: nothing is
+            // lost or renamed on the way (fields added since may be new).
+            let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let written = serde_json::to_value(&r).unwrap();
+            assert_within(&file, &written, &path.display().to_string());
+            loaded += 1;
+        }
+        assert!(
+            loaded >= 3,
+            "only {loaded} results.json under {}",
+            root.display()
+        );
+    }
+
+    /// `old` is `new` but for object fields `new` adds.
+    fn assert_within(old: &serde_json::Value, new: &serde_json::Value, at: &str) {
+        use serde_json::Value;
+        match (old, new) {
+            (Value::Object(o), Value::Object(n)) => {
+                for (k, v) in o {
+                    let there = n.get(k).unwrap_or_else(|| panic!("{at}.{k} is gone"));
+                    assert_within(v, there, &format!("{at}.{k}"));
+                }
+            }
+            (Value::Array(o), Value::Array(n)) => {
+                assert_eq!(o.len(), n.len(), "{at}");
+                for (i, (o, n)) in o.iter().zip(n).enumerate() {
+                    assert_within(o, n, &format!("{at}[{i}]"));
+                }
+            }
+            _ => assert_eq!(old, new, "{at}"),
+        }
     }
 }

@@ -7,6 +7,7 @@
 //! state comes from [`Contender::local`] before the barrier). Tokens, counters and values go
 //! through [`black_box`] so the optimiser cannot fold a start into its end.
 
+use std::fmt;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, TrySendError};
@@ -207,10 +208,16 @@ pub enum Reader {
 impl Reader {
     /// `"none"`, `"1000Hz"`, `"continuous"`: the criterion parameter and JSON key.
     pub fn label(self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for Reader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Reader::None => "none".into(),
-            Reader::Hz(hz) => format!("{hz}Hz"),
-            Reader::Continuous => "continuous".into(),
+            Reader::None => f.write_str("none"),
+            Reader::Hz(hz) => write!(f, "{hz}Hz"),
+            Reader::Continuous => f.write_str("continuous"),
         }
     }
 }

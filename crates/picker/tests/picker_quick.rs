@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use livecount_picker::contender;
-use livecount_picker::plan::WORKLOADS;
+use livecount_picker::figure::Workload;
 use livecount_picker::results::Results;
 
 fn picker() -> Command {
@@ -62,7 +62,7 @@ fn quick_run_writes_every_contender_and_workload() {
             c.name
         );
     }
-    for w in WORKLOADS {
+    for w in Workload::ALL {
         assert!(
             results.figures.iter().any(|f| f.workload == w),
             "no figure for workload {w}"
@@ -124,7 +124,7 @@ fn per_cpu_is_measured_as_it_is(results: &Results) {
     let memory: Vec<_> = results
         .figures
         .iter()
-        .filter(|f| f.workload == "memory" && f.contender == "PerCpu")
+        .filter(|f| f.workload == Workload::Memory && f.contender == "PerCpu")
         .collect();
     assert!(memory.len() >= 4, "{memory:?}");
     for f in memory {
@@ -141,7 +141,7 @@ fn per_cpu_is_measured_as_it_is(results: &Results) {
             results
                 .figures
                 .iter()
-                .any(|f| f.workload == "read_at_threads"
+                .any(|f| f.workload == Workload::ReadAtThreads
                     && f.contender == name
                     && f.param == "1000"),
             "no read at 1000 threads for {name}"

@@ -1,0 +1,434 @@
+//! livecount's own performance targets — what its maintainers aim for, all in this one place
+//! — judged on a run's figures.
+//!
+//! They are not advice: the recommendation ([`crate::recommend`]) answers which counter to
+//! import for the workload described; these say whether livecount itself is as fast, as safe
+//! and as small as it means to be on this machine. The picker prints them after the
+//! recommendation under their own heading, and `REPORT.md` in a section for maintainers.
+//!
+//! 1. two threads: the best livecount counter ≥ 8× `AtomicI64`, ≥ 2× the best peer crate,
+//!    ≥ 50 % of the ceiling;
+//! 2. one thread: its start+end costs ≤ 0.6× `AtomicI64`'s;
+//! 3. under writes no livecount counter ever reads below 0;
+//! 4. a tracked session's start + `end(Completed)` ≤ 2× the `AtomicI64` pair's cost at one
+//!    thread, ≥ 2× its throughput at two;
+//! 5. two threads: the best livecount counter ≥ 80 % of the ceiling;
+//! 6. `Striped` ≥ `Sharded` at every thread count;
+//! 7. threads ≤ cores: `PerCpu`'s throughput within [`NEAR_FACTOR`]× of `PerThread`'s;
+//! 8. with [`READ_THREADS`] threads alive a `PerCpu` read ≥ [`CHEAPER_FACTOR`]× cheaper than a
+//!    `PerThread` read;
+//! 9. `PerCpu`'s memory identical at every thread count of [`MEMORY_THREADS`].
+
+use crate::contender::{ATOMIC, CEILING, Info, Kind, PEER_CRATES, PER_CPU, PER_THREAD};
+use crate::figure::{Figure, Metric, Workload, find};
+use crate::per_cpu_case::read_pairs;
+use crate::plan::{MEMORY_THREADS, READ_THREADS};
+use crate::rank::min_read;
+use crate::report::{ratios_at, si};
+use crate::results::Target;
+
+/// At threads ≤ cores, `PerCpu`'s throughput may be at most this many times below `PerThread`'s.
+pub const NEAR_FACTOR: f64 = 1.5;
+/// With [`READ_THREADS`] threads alive, a `PerCpu` read must be at least this many times
+/// cheaper than a `PerThread` read.
+pub const CHEAPER_FACTOR: f64 = 10.0;
+
+/// Judges livecount's nine targets on `figures`, measured on a machine with `cores` cores.
+pub fn targets(figures: &[Figure], contenders: &[Info], cores: usize) -> Vec<Target> {
+    let two = best_live(figures, contenders, Workload::Threads, 2, "");
+    let mut out = vec![
+        two_threads(figures, two.clone()),
+        one_thread(figures, contenders),
+        never_below_zero(figures, contenders),
+        tracked(figures, contenders),
+        near_ceiling(figures, two),
+        striped_keeps_up(figures),
+    ];
+    out.extend([near(figures, cores), cheaper(figures), flat(figures)]);
+    out
+}
+
+/// Median pairs/s of `name` in the threads workload at `threads`.
+fn pairs_at(figures: &[Figure], name: &str, threads: usize) -> Option<f64> {
+    find(figures, Workload::Threads, name, threads, Metric::PairsPerS).map(|f| f.median)
+}
+
+/// The fastest livecount counter at `workload` / `threads`, named with `suffix` (`""` for the
+/// bare counter, `"+session"` for it behind a session tracker), and its pairs/s.
+fn best_live(
+    figures: &[Figure],
+    contenders: &[Info],
+    workload: Workload,
+    threads: usize,
+    suffix: &str,
+) -> Option<(String, f64)> {
+    contenders
+        .iter()
+        .filter(|c| c.kind == Kind::Livecount)
+        .filter_map(|c| {
+            let name = format!("{}{suffix}", c.name);
+            let f = find(figures, workload, &name, threads, Metric::PairsPerS)?;
+            Some((name, f.median))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// A target this run has no figures for.
+fn missing(goal: &str) -> Target {
+    Target {
+        goal: goal.into(),
+        measured: "not measured in this run".into(),
+        met: None,
+    }
+}
+
+/// 1. Two threads against `AtomicI64`, the best peer crate and the ceiling.
+fn two_threads(figures: &[Figure], two: Option<(String, f64)>) -> Target {
+    let at2 = |name: &str| pairs_at(figures, name, 2);
+    let peer = PEER_CRATES
+        .iter()
+        .filter_map(|p| at2(p).map(|v| (*p, v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    match (two, at2(ATOMIC), peer, at2(CEILING)) {
+        (Some((name, v)), Some(a), Some((pname, p)), Some(c)) => Target {
+            goal:
+                "2 threads: best livecount ≥ 8× AtomicI64, ≥ 2× best peer crate, ≥ 50% of ceiling"
+                    .into(),
+            measured: format!(
+                "{name}: {}/s = {:.1}× AtomicI64, {:.2}× {pname}, {:.0}% of ceiling",
+                si(v),
+                v / a,
+                v / p,
+                100.0 * v / c
+            ),
+            met: Some(v / a >= 8.0 && v / p >= 2.0 && v / c >= 0.5),
+        },
+        _ => missing("2 threads: best livecount ≥ 8× AtomicI64, ≥ 2× best peer, ≥ 50% of ceiling"),
+    }
+}
+
+/// 2. One thread: the cost ratio against `AtomicI64`.
+fn one_thread(figures: &[Figure], contenders: &[Info]) -> Target {
+    let best = best_live(figures, contenders, Workload::Threads, 1, "");
+    match (best, pairs_at(figures, ATOMIC, 1)) {
+        (Some((name, v)), Some(a)) => Target {
+            goal: "1 thread: best livecount start+end costs ≤ 0.6× AtomicI64's".into(),
+            measured: format!(
+                "{name}: {:.2} ns vs {:.2} ns = {:.2}×",
+                1e9 / v,
+                1e9 / a,
+                a / v
+            ),
+            met: Some(a / v <= 0.6),
+        },
+        _ => missing("1 thread: best livecount ≤ 0.6× AtomicI64"),
+    }
+}
+
+/// 3. No livecount counter (nor the oracle) ever reads below zero under writes.
+fn never_below_zero(figures: &[Figure], contenders: &[Info]) -> Target {
+    let mins: Vec<(String, f64)> = contenders
+        .iter()
+        .filter(|c| matches!(c.kind, Kind::Livecount | Kind::Oracle))
+        .filter_map(|c| min_read(figures, &c.name).map(|m| (c.name.clone(), m)))
+        .collect();
+    let true_max = figures
+        .iter()
+        .filter(|f| f.metric == Metric::TrueMax)
+        .map(|f| f.high)
+        .reduce(f64::max);
+    if mins.is_empty() {
+        return missing("no livecount counter reads below 0 under writes");
+    }
+    Target {
+        goal: "read under write: no livecount counter ever reads below 0".into(),
+        measured: format!(
+            "min reads {} (true range 0..={})",
+            mins.iter()
+                .map(|(n, m)| format!("{n} {m:.0}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            true_max.map_or("?".into(), |t| format!("{t:.0}"))
+        ),
+        met: Some(mins.iter().all(|(_, m)| *m >= 0.0)),
+    }
+}
+
+/// 4. The tracked pair against the single atomic line.
+fn tracked(figures: &[Figure], contenders: &[Info]) -> Target {
+    const GOAL: &str = "tracked session start + end(Completed) (registry, phases, reasons): \
+                        ≤ 2× the AtomicI64 pair's cost at 1 thread, ≥ 2× its throughput at 2";
+    let best = |t| best_live(figures, contenders, Workload::Lifecycle, t, "+session");
+    let atomic = |t| pairs_at(figures, ATOMIC, t);
+    match (best(1), atomic(1), best(2), atomic(2)) {
+        (Some((n1, v1)), Some(a1), Some((n2, v2)), Some(a2)) => Target {
+            goal: GOAL.into(),
+            measured: format!(
+                "1 thread: {n1} {:.1} ns vs {:.1} ns = {:.1}×; 2 threads: {n2} {}/s = {:.2}× AtomicI64{}",
+                1e9 / v1,
+                1e9 / a1,
+                a1 / v1,
+                si(v2),
+                v2 / a2,
+                slab_floor(figures, a1, a2)
+            ),
+            met: Some(a1 / v1 <= 2.0 && v2 / a2 >= 2.0),
+        },
+        _ => missing(GOAL),
+    }
+}
+
+/// What a `sharded-slab` tracker could do at best (the lifecycle workload's slab floor), as a
+/// clause for the tracked target: "" when the run has no floor figures.
+fn slab_floor(figures: &[Figure], atomic_1: f64, atomic_2: f64) -> String {
+    const FLOOR: &str = "PerThread+sharded-slab floor";
+    let at = |t: usize| {
+        find(figures, Workload::Lifecycle, FLOOR, t, Metric::PairsPerS).map(|f| f.median)
+    };
+    match (at(1), at(2)) {
+        (Some(f1), Some(f2)) => format!(
+            " (the sharded-slab floor — insert + remove + the PerThread pair, nothing else: \
+             {:.1} ns = {:.1}× at 1 thread, {:.2}× at 2)",
+            1e9 / f1,
+            atomic_1 / f1,
+            f2 / atomic_2
+        ),
+        _ => String::new(),
+    }
+}
+
+/// 5. Close to the ceiling at two threads.
+fn near_ceiling(figures: &[Figure], two: Option<(String, f64)>) -> Target {
+    const GOAL: &str = "2 threads: best livecount ≥ 80% of the ceiling";
+    match (two, pairs_at(figures, CEILING, 2)) {
+        (Some((name, v)), Some(c)) => Target {
+            goal: GOAL.into(),
+            measured: format!("{name}: {:.0}% of the ceiling ({}/s)", 100.0 * v / c, si(c)),
+            met: Some(v / c >= 0.8),
+        },
+        _ => missing(GOAL),
+    }
+}
+
+/// 6. `Striped` keeps up with `Sharded`, past the core count too.
+fn striped_keeps_up(figures: &[Figure]) -> Target {
+    const GOAL: &str = "Striped ≥ Sharded at every thread count";
+    let pairs: Vec<(String, f64)> = figures
+        .iter()
+        .filter(|f| f.is(Workload::Threads, "Sharded", Metric::PairsPerS))
+        .filter_map(|sharded| {
+            let striped = pairs_at(figures, "Striped", sharded.count()?)?;
+            Some((sharded.param.clone(), striped / sharded.median))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return missing(GOAL);
+    }
+    Target {
+        goal: GOAL.into(),
+        measured: format!("Striped ÷ Sharded: {}", ratios_at(&pairs)),
+        met: Some(pairs.iter().all(|(_, r)| *r >= 1.0)),
+    }
+}
+
+/// 7. `PerCpu`'s throughput near `PerThread`'s at threads ≤ `cores`.
+fn near(figures: &[Figure], cores: usize) -> Target {
+    let goal = format!(
+        "threads ≤ cores: PerCpu's throughput within {NEAR_FACTOR}× of PerThread's (≥ PerThread ÷ {NEAR_FACTOR})"
+    );
+    let mut ratios: Vec<(usize, f64)> = figures
+        .iter()
+        .filter(|f| f.is(Workload::Threads, PER_THREAD, Metric::PairsPerS))
+        .filter_map(|thread| {
+            let n = thread.count().filter(|&n| n <= cores)?;
+            Some((n, pairs_at(figures, PER_CPU, n)? / thread.median))
+        })
+        .collect();
+    ratios.sort_by_key(|r| r.0);
+    if ratios.is_empty() {
+        return missing(&goal);
+    }
+    Target {
+        measured: format!("PerCpu ÷ PerThread: {}", ratios_at(&ratios)),
+        met: Some(ratios.iter().all(|(_, r)| *r >= 1.0 / NEAR_FACTOR)),
+        goal,
+    }
+}
+
+/// 8. Far cheaper `PerCpu` reads with [`READ_THREADS`] threads alive.
+fn cheaper(figures: &[Figure]) -> Target {
+    let goal = format!(
+        "≥ {READ_THREADS} threads alive: a PerCpu read ≥ {CHEAPER_FACTOR}× cheaper than a PerThread read"
+    );
+    let pairs: Vec<_> = read_pairs(figures)
+        .into_iter()
+        .filter(|p| p.0 >= READ_THREADS)
+        .collect();
+    if pairs.is_empty() {
+        return missing(&goal);
+    }
+    Target {
+        measured: pairs
+            .iter()
+            .map(|(n, thread, cpu)| {
+                format!(
+                    "{n} threads: PerThread {thread:.0} ns, PerCpu {cpu:.1} ns per read = {:.0}× cheaper",
+                    thread / cpu
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        met: Some(pairs.iter().all(|(_, thread, cpu)| thread / cpu >= CHEAPER_FACTOR)),
+        goal,
+    }
+}
+
+/// 9. `PerCpu`'s memory independent of the thread count.
+fn flat(figures: &[Figure]) -> Target {
+    let counts = MEMORY_THREADS.map(|t| t.to_string()).join(", ");
+    let goal = format!("PerCpu's memory identical at {counts} threads");
+    let at = |name: &str| -> Option<Vec<&Figure>> {
+        MEMORY_THREADS
+            .iter()
+            .map(|&t| find(figures, Workload::Memory, name, t, Metric::Bytes))
+            .collect()
+    };
+    let Some(cpu) = at(PER_CPU) else {
+        return missing(&goal);
+    };
+    let list = |figs: &[&Figure]| {
+        figs.iter()
+            .map(|f| format!("{:.0}", f.median))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let contrast = at(PER_THREAD).map_or(String::new(), |thread| {
+        format!(" (PerThread: {})", list(&thread))
+    });
+    // Identical means every repetition at every thread count, not only the medians.
+    let first = cpu[0].low;
+    Target {
+        measured: format!("PerCpu: {} bytes{contrast}", list(&cpu)),
+        met: Some(cpu.iter().all(|f| f.low == first && f.high == first)),
+        goal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{fig, per_cpu_world, ranking_world};
+
+    const CORES: usize = 2;
+    #[test]
+    fn the_first_six_are_judged_from_figures() {
+        let (contenders, figures) = ranking_world();
+        let t = targets(&figures, &contenders, 2);
+        // Big: 350/30 = 11.7× AtomicI64, 3.5× fast-counter, 87.5% of ceiling.
+        assert_eq!(t[0].met, Some(true), "{:?}", t[0]);
+        // 30/350 = 0.09 ≤ 0.6.
+        assert_eq!(t[1].met, Some(true), "{:?}", t[1]);
+        assert_eq!(t[2].met, Some(true), "{:?}", t[2]);
+        // Tracked 100/s against AtomicI64's 30/s: 0.3× its cost, 3.3× its throughput at 2.
+        assert_eq!(t[3].met, Some(true), "{:?}", t[3]);
+        // Big 350 of the ceiling's 400: 87.5 %.
+        assert_eq!(t[4].met, Some(true), "{:?}", t[4]);
+        assert_eq!(t[5].met, Some(true), "{:?}", t[5]);
+        assert!(t[5].measured.contains("1.02× at 1"), "{}", t[5].measured);
+        let mut worse = figures.clone();
+        worse.retain(|f| f.contender != "Fast+session" && f.contender != "Striped");
+        worse.push(fig(
+            Workload::Lifecycle,
+            "Fast+session",
+            "1",
+            Metric::PairsPerS,
+            10.0,
+        ));
+        worse.push(fig(
+            Workload::Lifecycle,
+            "Fast+session",
+            "2",
+            Metric::PairsPerS,
+            100.0,
+        ));
+        worse.push(fig(
+            Workload::Threads,
+            "Striped",
+            "1",
+            Metric::PairsPerS,
+            30.0,
+        ));
+        worse.retain(|f| !(f.contender == "Fast" && f.metric == Metric::MinRead));
+        worse.push(fig(
+            Workload::ReadUnderWrite,
+            "Fast",
+            "10Hz",
+            Metric::MinRead,
+            -1.0,
+        ));
+        worse.retain(|f| f.contender != "Big");
+        let t = targets(&worse, &contenders, 2);
+        assert_eq!(
+            (t[2].met, t[3].met, t[4].met, t[5].met),
+            (Some(false), Some(false), Some(false), Some(false))
+        );
+        // 1e9/10 = 100 ns against 1e9/30 = 33.3 ns: 3.0× the cost.
+        assert!(t[3].measured.contains("= 3.0×"), "{}", t[3].measured);
+        // Fast 300 of 400: 75 %.
+        assert!(t[4].measured.contains("75%"), "{}", t[4].measured);
+        assert_eq!(targets(&[], &contenders, 2)[0].met, None);
+    }
+
+    #[test]
+    fn the_per_cpu_three_are_judged_from_figures() {
+        let (contenders, figures) = per_cpu_world();
+        let per_cpu = |figures: &[Figure]| targets(figures, &contenders, CORES).split_off(6);
+        let t = per_cpu(&figures);
+        assert_eq!(t.len(), 3);
+        // 240 / 300 = 0.8 ≥ 1 / 1.5, at 1 and 2 threads only.
+        assert_eq!(t[0].met, Some(true), "{:?}", t[0]);
+        assert_eq!(t[0].measured, "PerCpu ÷ PerThread: 0.80× at 1, 0.80× at 2");
+        assert_eq!(t[1].met, Some(true), "{:?}", t[1]);
+        assert!(
+            t[1].measured.contains("= 400× cheaper"),
+            "{}",
+            t[1].measured
+        );
+        assert_eq!(t[2].met, Some(true), "{:?}", t[2]);
+        assert!(
+            t[2].measured
+                .starts_with("PerCpu: 512, 512, 512, 512 bytes (PerThread: 640, 768")
+        );
+
+        let mut worse = figures.clone();
+        let slower =
+            |f: &mut Figure, v: f64| *f = fig(f.workload, &f.contender, &f.param, f.metric, v);
+        for f in &mut worse {
+            match (f.workload, f.contender.as_str(), f.param.as_str()) {
+                (Workload::Threads, PER_CPU, "2") => slower(f, 199.0),
+                (Workload::ReadAtThreads, PER_CPU, _) => slower(f, 401.0),
+                (Workload::Memory, PER_CPU, "256") => slower(f, 640.0),
+                _ => {}
+            }
+        }
+        let t = per_cpu(&worse);
+        assert_eq!(
+            (t[0].met, t[1].met, t[2].met),
+            (Some(false), Some(false), Some(false))
+        );
+        // One repetition off is not identical either.
+        let mut noisy = figures.clone();
+        noisy.retain(|f| {
+            !(f.workload == Workload::Memory && f.contender == PER_CPU && f.param == "16")
+        });
+        noisy.push(Figure::from_samples(
+            Workload::Memory,
+            PER_CPU,
+            "16",
+            Metric::Bytes,
+            vec![512.0, 512.0, 640.0],
+        ));
+        assert_eq!(per_cpu(&noisy)[2].met, Some(false));
+        assert!(per_cpu(&[]).iter().all(|t| t.met.is_none()));
+    }
+}
