@@ -13,7 +13,7 @@
 //!   read work grow with each one: at 4 per core it holds and reads at least `4 × cores` cells
 //!   against `PerCpu`'s `CPUs + 1` (2.7× on 2 cores, nearly 4× on large machines), and the
 //!   gap only widens. A pool 2× oversubscribed is ordinary and pays little for `PerThread`;
-//!   from 4× it is the thread-per-connection or large blocking pool the issue is about.
+//!   from 4× it is the thread-per-connection or large blocking pool `PerCpu` is made for.
 //! * **`--max-bytes-per-counter`** below `PerThread`'s bytes at `--threads` but not below
 //!   `PerCpu`'s: the ranking already excludes `PerThread` then; this says why `PerCpu` is the
 //!   answer rather than whatever is next by throughput.
