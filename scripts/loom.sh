@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the loom models of crates/counters (and, once they exist, of the crates above it).
+# Runs the loom models of crates/counters (the counters) and crates/session (the tracker:
+# sessions, the cap, the drain).
 #
 #   scripts/loom.sh [extra cargo test args...]
 #
