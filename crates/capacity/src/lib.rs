@@ -41,6 +41,11 @@
 //! # Ok::<(), livecount_capacity::ConfigError>(())
 //! ```
 //!
+//! Next to the model, the selection behind a Prequal probe's latency:
+//! [`PrequalLatency::estimate`], the median latency of the fresh samples taken at about a
+//! given requests-in-flight. `livecount-report`'s `PrequalEstimator` and the simulator's
+//! backends both answer probes with it.
+//!
 //! # Rules for awkward inputs
 //!
 //! * Utilisation is clamped into [0, 1]; NaN reads as saturated (1.0): a garbled report
@@ -75,6 +80,7 @@ mod backend_model;
 mod capacity_config;
 mod config_error;
 mod estimate;
+mod prequal_latency;
 
 pub use backend_model::BackendModel;
 pub use capacity_config::{
@@ -85,3 +91,4 @@ pub use estimate::{
     Estimate, Freshness, MAX_HEADROOM, MIN_MEASURABLE_UTILISATION, additional_session_rate,
     cost_per_session, pretend_qps, sanitize_utilisation,
 };
+pub use prequal_latency::{PrequalLatency, PrequalSample};

@@ -6,6 +6,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use livecount_capacity::{PrequalLatency, PrequalSample};
+
 use crate::PrequalProbe;
 use crate::prequal_sample::{self, MAX_LATENCY_US, STAMP_MASK, Sample};
 
@@ -27,6 +29,9 @@ use crate::prequal_sample::{self, MAX_LATENCY_US, STAMP_MASK, Sample};
 ///    samples the ring holds, not on where they sit in it);
 /// 4. answers their **median** latency (the mean of the two middle ones for an even
 ///    count) in [`PrequalProbe::latency_ms`], or `None` when no sample is near.
+///
+/// Steps 1–4 are [`livecount_capacity::PrequalLatency::estimate`], the one selection the
+/// simulator's backends answer their probes with too (`lbsim`'s Prequal policies).
 ///
 /// RIFs above [`MAX_RIF`](Self::MAX_RIF) and latencies above
 /// [`MAX_LATENCY`](Self::MAX_LATENCY) are recorded as those maxima, and a probe above
@@ -96,8 +101,8 @@ use crate::prequal_sample::{self, MAX_LATENCY_US, STAMP_MASK, Sample};
 /// [`record`](Self::record): one `fetch_add` on the cursor, one store into a slot, one
 /// clock read; no lock, no allocation, no loop. The cursor is one word every recorder
 /// updates: fine at session-start rates (it is not padded to a cache line of its own for
-/// that reason). [`probe`](Self::probe): reads the 128 slots, allocates two small
-/// `Vec`s and sorts them — a few microseconds, once per report.
+/// that reason). [`probe`](Self::probe): reads the 128 slots into one small `Vec` and
+/// selects from it in linear time (no sort) — a few microseconds, once per report.
 pub struct PrequalEstimator {
     slots: [AtomicU64; PrequalEstimator::CAPACITY],
     /// Tickets handed out: the next sample goes to slot `cursor % CAPACITY`.
@@ -110,15 +115,15 @@ pub struct PrequalEstimator {
 
 impl PrequalEstimator {
     /// Samples held: the last this many recorded.
-    pub const CAPACITY: usize = 128;
+    pub const CAPACITY: usize = PrequalLatency::SAMPLES;
     /// Samples nearest in RIF that the median is taken over (more on ties).
-    pub const NEAREST: usize = 16;
+    pub const NEAREST: usize = PrequalLatency::NEAREST;
     /// The largest RIF kept (2²⁰ − 1); larger ones are recorded as this.
     pub const MAX_RIF: u64 = prequal_sample::MAX_RIF;
     /// The longest latency kept (2²⁷ − 1 µs, about 134 s); longer ones are recorded as this.
     pub const MAX_LATENCY: Duration = Duration::from_micros(MAX_LATENCY_US);
     /// How long a sample stays fresh unless [`with_max_age`](Self::with_max_age) says.
-    pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(120);
+    pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(PrequalLatency::DEFAULT_MAX_AGE_S);
     /// The longest `max_age` (an hour): stamps wrap after about 18 hours.
     pub const LONGEST_MAX_AGE: Duration = Duration::from_secs(3600);
 
@@ -206,11 +211,26 @@ impl PrequalEstimator {
                 // Relaxed: clears the slot only if it still holds this very sample; a
                 // writer that stored a new one first keeps it.
                 let _ = slot.compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed);
-            } else {
-                fresh.push(sample);
+                continue;
             }
+            // Not expired, so a wrapped difference beyond `max_age` is a stamp ahead of
+            // this reader's clock (its writer read the clock later): age 0.
+            let age = now.wrapping_sub(sample.stamp);
+            fresh.push(PrequalSample {
+                rif: sample.rif,
+                latency_us: sample.latency_us,
+                age_s: u64::from(if age <= self.max_age_secs { age } else { 0 }),
+            });
         }
-        answer(rif, &fresh)
+        // A probe above `MAX_RIF` looks near `MAX_RIF`, where such samples were recorded.
+        let target = rif.min(Self::MAX_RIF);
+        let estimate = PrequalLatency::estimate(target, &mut fresh, u64::from(self.max_age_secs));
+        PrequalProbe {
+            rif,
+            latency_ms: estimate.median_us.map(|us| us / 1000.0),
+            samples: estimate.fresh as u32,
+            samples_used: estimate.used as u32,
+        }
     }
 
     /// Seconds from the origin to `at`, modulo 2¹⁶.
@@ -224,46 +244,6 @@ impl PrequalEstimator {
 fn secs_u16(d: Duration) -> u16 {
     let longest = PrequalEstimator::LONGEST_MAX_AGE.as_secs();
     d.as_secs().clamp(1, longest) as u16
-}
-
-/// The probe at `rif` over `fresh`: the median latency of the near samples nearest it.
-fn answer(rif: u64, fresh: &[Sample]) -> PrequalProbe {
-    let target = rif.min(PrequalEstimator::MAX_RIF);
-    let tolerance = (target / 4).max(1);
-    let mut near: Vec<(u64, u64)> = fresh
-        .iter()
-        .map(|s| (s.rif.abs_diff(target), s.latency_us))
-        .filter(|&(distance, _)| distance <= tolerance)
-        .collect();
-    let samples = fresh.len() as u32;
-    if near.is_empty() {
-        return PrequalProbe {
-            samples,
-            ..PrequalProbe::unknown_latency(rif)
-        };
-    }
-    near.sort_unstable_by_key(|&(distance, _)| distance);
-    let cutoff = near[near.len().min(PrequalEstimator::NEAREST) - 1].0;
-    let used = near.partition_point(|&(distance, _)| distance <= cutoff);
-    let mut latencies: Vec<u64> = near[..used].iter().map(|&(_, l)| l).collect();
-    latencies.sort_unstable();
-    PrequalProbe {
-        rif,
-        latency_ms: Some(median_us(&latencies) / 1000.0),
-        samples,
-        samples_used: used as u32,
-    }
-}
-
-/// The median of sorted, non-empty `latencies`: the mean of the middle two for an even
-/// count.
-fn median_us(latencies: &[u64]) -> f64 {
-    let mid = latencies.len() / 2;
-    if latencies.len() % 2 == 1 {
-        latencies[mid] as f64
-    } else {
-        (latencies[mid - 1] as f64 + latencies[mid] as f64) / 2.0
-    }
 }
 
 impl Default for PrequalEstimator {
