@@ -23,6 +23,14 @@ weight set from it), ``weights.not_updating`` (reports C-core ignored: qps or
 utilisation not positive) and ``weights.schedulers`` (each new set of weights a picker
 was built with, by backend address).
 
+``--no-oob`` turns out-of-band reporting off: C-core then weighs each backend by the
+report in every call's trailing metadata (``endpoint-load-metrics-bin``, per call: gRFC
+A51), which a ``Converse`` session sends only when it ends; ``--health-every S`` adds a
+``grpc.health.v1.Health/Check`` call every S seconds on the same channel (not a session;
+it ends at once and reports). The summary then has ``first_call_at`` / ``ready_at`` and
+each scheduler's ``at``, local seconds of the day from C-core's log prefix, to time how
+fast a backend's weight moved.
+
 ``--probe`` instead makes one short call and reports its status: with
 ``--authority ''`` (C-core's default ``:authority``, the whole comma-separated target)
 that shows the agent's HTTP/2 layer refusing the stream.
@@ -73,6 +81,13 @@ def parse_args():
                    help="grpc.default_authority ('' leaves C-core's default: the target list)")
     p.add_argument("--call-timeout", type=float, default=30.0, help="deadline of every call, s")
     p.add_argument("--connect-timeout", type=float, default=10.0, help="channel ready within, s")
+    p.add_argument("--no-oob", action="store_true",
+                   help="enableOobLoadReport false: C-core weighs each backend by the in-band "
+                        "report in every call's trailers (endpoint-load-metrics-bin), per call")
+    p.add_argument("--health-every", type=float, default=0.0,
+                   help="also call grpc.health.v1.Health/Check every this many seconds on the "
+                        "same channel, from the channel being ready to the end (0: never); "
+                        "each call ends at once and, in-band, reports")
     p.add_argument("--probe", action="store_true",
                    help="make one short call and report its status instead of a run")
     p.add_argument("--out", help="also write the JSON summary here")
@@ -94,13 +109,14 @@ def redirect_core_log(path):
     sys.stderr = os.fdopen(saved, "w", buffering=1)
 
 
-def service_config():
-    """The channel's service config: WRR weighing by out-of-band ORCA reports."""
+def service_config(oob=True):
+    """The channel's service config: WRR weighing by ORCA reports, out-of-band (a stream per
+    backend) or, with ``oob=False``, in-band (each call's trailers)."""
     return {
         "loadBalancingConfig": [
             {
                 "weighted_round_robin": {
-                    "enableOobLoadReport": True,
+                    "enableOobLoadReport": oob,
                     "oobReportingPeriod": "1s",
                     "blackoutPeriod": "1s",
                     "weightUpdatePeriod": "0.1s",
@@ -110,9 +126,9 @@ def service_config():
     }
 
 
-def channel_options(authority):
+def channel_options(authority, oob=True):
     opts = [
-        ("grpc.service_config", json.dumps(service_config())),
+        ("grpc.service_config", json.dumps(service_config(oob))),
         # Without this the :authority is the whole "ipv4:a:p1,b:p2" target, which the
         # agent's HTTP/2 layer (h2 parsing it as a URI authority) refuses: RST_STREAM.
         ("grpc.default_authority", authority),
@@ -202,6 +218,22 @@ WEIGHT_RE = re.compile(
     r"\(not updating\))"
 )
 SCHED_RE = re.compile(r"new weights: (?P<w>[-0-9.e+ naif]+)$")
+# absl's log prefix: severity, MMDD, local time of day.
+TIME_RE = re.compile(r"^[IWEF]\d{4} (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?)")
+
+
+def time_of_day(line):
+    """Seconds since local midnight from an absl log line's prefix, or None."""
+    m = TIME_RE.match(line)
+    return int(m["h"]) * 3600 + int(m["m"]) * 60 + float(m["s"]) if m else None
+
+
+def now_of_day():
+    """The local time of day in seconds, as absl's log prefix writes it."""
+    import datetime
+
+    t = datetime.datetime.now()
+    return t.hour * 3600 + t.minute * 60 + t.second + t.microsecond / 1e6
 
 
 def parse_weights(path):
@@ -244,8 +276,8 @@ def parse_weights(path):
                             owner = f"unknown-{i}"
                         used.add(owner)
                         labelled[owner] = float(w)
-                    if not schedulers or schedulers[-1] != labelled:
-                        schedulers.append(labelled)
+                    if not schedulers or schedulers[-1]["weights"] != labelled:
+                        schedulers.append({"at": time_of_day(line), "weights": labelled})
     except FileNotFoundError:
         return None
 
@@ -264,6 +296,42 @@ def parse_weights(path):
     }
 
 
+class HealthCalls:
+    """``Health/Check`` (empty service: the server's overall health) on the channel every
+    ``every`` seconds on a thread, until ``stop``; counts answers and failures."""
+
+    def __init__(self, grpc, channel, every):
+        self.check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                         request_serializer=lambda b: b,
+                                         response_deserializer=lambda b: b)
+        self.grpc, self.every = grpc, every
+        self.ok, self.failed = 0, Counter()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        # Jittered (0.5-1.5 x every): calls at the sessions' own cadence would interleave
+        # with them in the scheduler, one backend getting every check and another every
+        # session.
+        rng = random.Random(5)
+        while not self.done.wait(self.every * (0.5 + rng.random())):
+            try:
+                self.check(b"", timeout=5)  # an empty HealthCheckRequest
+                self.ok += 1
+            except self.grpc.RpcError as e:
+                self.failed[f"{e.code().name}: {e.details()}"] += 1
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=10)
+        return {"ok": self.ok, "failed": dict(self.failed)}
+
+
+def start_health_calls(grpc, channel, every):
+    return HealthCalls(grpc, channel, every) if every > 0 else None
+
+
 def main():
     args = parse_args()
     if args.grpc_log:
@@ -274,7 +342,7 @@ def main():
     from livecount.agent.v1 import agent_pb2_grpc as pb_grpc
 
     target = "ipv4:" + args.targets
-    options = channel_options(args.authority)
+    options = channel_options(args.authority, oob=not args.no_oob)
     summary = {
         "target": target,
         "options": {k: (json.loads(v) if k == "grpc.service_config" else v) for k, v in options},
@@ -302,6 +370,8 @@ def main():
             summary["frames"] = got
         else:
             grpc.channel_ready_future(channel).result(timeout=args.connect_timeout)
+            health = start_health_calls(grpc, channel, args.health_every)
+            summary["ready_at"] = now_of_day()
             time.sleep(args.warmup)
             rng = random.Random(args.seed)
             sessions = []
@@ -313,6 +383,7 @@ def main():
                 mid_response = rng.random() < 0.5
                 sessions.append(Session(pb, stub, args, start_at, hold, kill_at, mid_response))
             t0 = time.monotonic()
+            summary["first_call_at"] = now_of_day()
             threads = [threading.Thread(target=s.run, args=(t0,), daemon=True) for s in sessions]
             for t in threads:
                 t.start()
@@ -329,6 +400,8 @@ def main():
                 unfinished=outcomes["unfinished"],
                 failures=dict(Counter(s.failure for s in sessions if s.failure)),
             )
+            if health is not None:
+                summary["health_calls"] = health.stop()
     finally:
         channel.close()
     summary["seconds"] = round(time.monotonic() - started, 2)

@@ -10,6 +10,8 @@ use std::time::Duration;
 use livecount_server::{AgentConfig, RunningAgent};
 use tonic::transport::{Channel, Endpoint};
 
+pub(crate) mod envoy;
+pub(crate) mod grpc_client;
 pub(crate) mod lb;
 
 /// Kills (by PID) every process a test started, however the test ends.

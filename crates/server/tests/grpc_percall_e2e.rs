@@ -1,0 +1,317 @@
+//! End to end on loopback: a stock gRPC C-core client (Python `grpcio`, the
+//! `weighted_round_robin` policy with `enableOobLoadReport: false`) balancing
+//! `livecount.agent.v1.Agent/Converse` streams over three `livecount-agent` processes, one of
+//! them hot, by the **per-call** (in-band) ORCA report each call's trailers carry
+//! (`endpoint-load-metrics-bin`, the agent's default `--inband-orca auto`). C-core's own
+//! trace (`weighted_round_robin_lb`) gives the weights it computed, as in `grpc_wrr_e2e`.
+//!
+//! 1. **Cold start, sessions only** (a fresh channel, 30 sessions of 2 s over 6 s): how
+//!    long after the first call C-core's scheduler weighs the hot backend below a tenth of
+//!    the cold ones, and how many sessions the hot backend took; then the same run with
+//!    out-of-band reports on the same fleet, for comparison.
+//! 2. **Steady state**: `Health/Check` calls on the same channel every 100 ms (not
+//!    sessions; each call ends at once and reports) from the channel's start; 60 sessions
+//!    over 6 s, 30 % cancelled: the hot backend takes at most 10 %, the cold ones split
+//!    within 1.5×, C-core used every report, and the agents count every ending exactly.
+//!
+//! `#[ignore]`d: it needs `grpcio` in `.tools/venv` (`scripts/lb_tools.sh`), ~50 s.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+
+use common::Procs;
+use common::grpc_client::*;
+use common::lb::{Fleet, Timeline, assert_shares, new_sessions, share_table, write_report};
+
+/// The cold-start run's arguments (with `--no-oob` or not).
+const COLD: [&str; 16] = [
+    "--sessions",
+    "30",
+    "--ramp",
+    "6",
+    "--hold-min",
+    "2",
+    "--hold-max",
+    "2",
+    "--kill-share",
+    "0",
+    "--seed",
+    "11",
+    "--warmup",
+    "0",
+    "--call-timeout",
+    "20",
+];
+
+/// Seconds from the run's first call (`first_call_at`, or `ready_at` with `from_ready`)
+/// until C-core's first scheduler that weighed the hot backend at most a tenth of the
+/// lighter cold one, with the weights then; `None` if it never did.
+fn avoided_after(run: &Value, fleet: &Fleet, from_ready: bool) -> Option<(f64, String)> {
+    let key = |i: usize| format!("{{127.0.0.1:{}}}", fleet.backends[i].grpc);
+    let start = run[if from_ready {
+        "ready_at"
+    } else {
+        "first_call_at"
+    }]
+    .as_f64()?;
+    run["weights"]["schedulers"]
+        .as_array()?
+        .iter()
+        .find_map(|s| {
+            let w = |i: usize| s["weights"][key(i)].as_f64();
+            let cold = (0..fleet.backends.len())
+                .filter(|&i| i != fleet.hot)
+                .map(w)
+                .collect::<Option<Vec<f64>>>()?;
+            let lightest = cold.iter().copied().fold(f64::INFINITY, f64::min);
+            let hot = w(fleet.hot)?;
+            (hot * 10.0 <= lightest).then(|| {
+                let at = s["at"].as_f64().unwrap_or(f64::NAN);
+                (at - start, labelled(s, fleet).unwrap_or_default())
+            })
+        })
+}
+
+/// Runs `name` with `args` and returns its summary and the new sessions per backend.
+async fn counted(
+    client: &mut Client,
+    fleet: &Fleet,
+    name: &str,
+    args: &[&str],
+) -> (Value, Vec<u64>) {
+    let before = fleet.loads().await;
+    let run = client.run(name, args, Duration::from_secs(45)).await;
+    let after = fleet.settled(&[0, 1, 2]).await;
+    assert_eq!(count(&run, "failed"), 0, "{name}: {}", run["failures"]);
+    assert_eq!(count(&run, "unfinished"), 0, "{name}");
+    (run, new_sessions(&before, &after))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs grpcio (scripts/lb_tools.sh); run by scripts/test.sh"]
+async fn grpc_core_wrr_weighs_agents_by_per_call_reports() {
+    let started = Instant::now();
+    let python = python();
+    let fleet = Fleet::start("grpcpercall", 3, 2, &[]);
+    let stubs = stubs(&python, &fleet.dir);
+    let targets = fleet
+        .backends
+        .iter()
+        .map(|b| format!("127.0.0.1:{}", b.grpc))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut client = Client {
+        python,
+        stubs,
+        dir: fleet.dir.clone(),
+        targets,
+        procs: Procs(Vec::new()),
+    };
+    fleet.ready().await;
+    let timeline = Timeline::record(&fleet);
+
+    // 1. Cold start, per call: nothing is known until a call ends.
+    let mut args = COLD.to_vec();
+    args.push("--no-oob");
+    let (cold, cold_new) = counted(&mut client, &fleet, "cold-inband", &args).await;
+    let cold_avoid = avoided_after(&cold, &fleet, false);
+    eprintln!("cold start, per call: new sessions {cold_new:?}; hot avoided after {cold_avoid:?}");
+    assert_eq!(count(&cold, "closed"), 30);
+    let (cold_avoid_s, cold_weights) =
+        cold_avoid.expect("C-core weighs the hot backend down from per-call reports");
+    // The same run, out-of-band, on the same fleet.
+    let (oob, oob_new) = counted(&mut client, &fleet, "cold-oob", &COLD).await;
+    let oob_avoid = avoided_after(&oob, &fleet, false);
+    eprintln!("cold start, out-of-band: new sessions {oob_new:?}; hot avoided after {oob_avoid:?}");
+    assert_eq!(count(&oob, "closed"), 30);
+
+    // 2. Steady state: health calls keep per-call reports coming from the channel's start;
+    // the cold backends are warmed first (one held session each, as in grpc_wrr_e2e).
+    let warm = fleet.warm_cold_backends().await;
+    let recording = Instant::now();
+    let before = fleet.loads().await;
+    let run = client
+        .run(
+            "balance",
+            &[
+                "--no-oob",
+                "--health-every",
+                "0.1",
+                "--sessions",
+                "60",
+                "--ramp",
+                "6",
+                "--hold-min",
+                "4",
+                "--hold-max",
+                "6",
+                "--kill-share",
+                "0.3",
+                "--seed",
+                "7",
+                "--warmup",
+                "2.5",
+            ],
+            Duration::from_secs(45),
+        )
+        .await;
+    let warmed = warm.len() as u64;
+    for w in warm {
+        w.close().await;
+    }
+    let after = fleet.settled(&[0, 1, 2]).await;
+    let balance_secs = recording.elapsed().as_secs_f64();
+    let samples = timeline.stop();
+    let new = new_sessions(&before, &after);
+    let (opened, closed, cancelled) = (
+        count(&run, "opened"),
+        count(&run, "closed"),
+        count(&run, "cancelled"),
+    );
+    let health = &run["health_calls"];
+    eprintln!(
+        "balance run: {opened} opened, {closed} closed, {cancelled} cancelled, failures {}; \
+         health calls {health}; new sessions per backend (b3 hot): {new:?}",
+        run["failures"]
+    );
+    assert_eq!(count(&run, "failed"), 0, "{}", run["failures"]);
+    assert_eq!(count(&run, "unfinished"), 0);
+    assert_eq!(opened, 60);
+    assert_eq!(closed + cancelled, 60);
+    assert!(cancelled > 0 && closed > 0);
+    assert_eq!(health["failed"], serde_json::json!({}), "{health}");
+    assert_eq!(new.iter().sum::<u64>(), 60, "every session counted once");
+    let ended = minus(&reasons(&after), &reasons(&before));
+    let expected: BTreeMap<String, u64> = ended
+        .keys()
+        .map(|k| {
+            let n = match k.as_str() {
+                "completed" => closed + warmed,
+                "cancelled" => cancelled,
+                _ => 0,
+            };
+            (k.clone(), n)
+        })
+        .collect();
+    assert_eq!(
+        ended, expected,
+        "bye ends Completed, a C-core cancel Cancelled"
+    );
+    assert_shares("grpc per-call", &new, fleet.hot);
+    // C-core logs "not updating" for every call that ended without a report: here only the
+    // cancelled ones (a reset call gets no trailers). A report of ours always has qps and
+    // utilisation above 0, so none of ours may be among them.
+    let ignored = run["weights"]["not_updating"].as_array().unwrap();
+    let unreported = |e: &Value| e["qps"] == 0.0 && e["utilization"] == 0.0;
+    assert!(
+        ignored.iter().all(unreported),
+        "C-core ignored reports: {ignored:?}"
+    );
+    assert!(
+        ignored.len() as u64 <= cancelled,
+        "{} calls without a report, {cancelled} cancelled",
+        ignored.len()
+    );
+    let weights = weights_seen(&run, &fleet);
+    for (b, w) in fleet.backends.iter().zip(&weights) {
+        eprintln!(
+            "{}: C-core weights (reports used, min, median, max): {w:?}",
+            b.name
+        );
+    }
+    let median = |i: usize| weights[i].expect("C-core weighed every backend").2;
+    assert!(
+        median(fleet.hot) < median(0).min(median(1)),
+        "the hot backend weighs least: {weights:?}"
+    );
+    let steady_avoid = avoided_after(&run, &fleet, true);
+    let schedulers: Vec<String> = run["weights"]["schedulers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| labelled(s, &fleet))
+        .collect();
+    let last_weights = schedulers.last().cloned().unwrap_or_default();
+
+    let elapsed = started.elapsed().as_secs_f64();
+    let balance_samples: Vec<_> = samples
+        .iter()
+        .filter(|s| s.t >= samples.last().map_or(0.0, |l| l.t) - balance_secs)
+        .cloned()
+        .collect();
+    let table = share_table(&fleet, &new, &balance_samples);
+    let mut weight_table = String::from(
+        "| backend | per-call reports C-core used | min | median | max |\n\
+         | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for (b, w) in fleet.backends.iter().zip(&weights) {
+        let (n, lo, mid, hi) = w.unwrap_or_default();
+        weight_table.push_str(&format!(
+            "| {} | {n} | {lo:.3} | {mid:.3} | {hi:.3} |\n",
+            b.name
+        ));
+    }
+    let fmt_avoid = |a: &Option<(f64, String)>| {
+        a.as_ref()
+            .map_or("never".to_owned(), |(s, w)| format!("{s:.2} s ({w})"))
+    };
+    let options = serde_json::to_string_pretty(&run["options"]).unwrap();
+    let body = format!(
+        "A stock gRPC C-core client (Python `grpcio` 1.85, `tests/lb/grpc_wrr_client.py \
+         --no-oob`) on one channel to `ipv4:` + the three agents' `--grpc` addresses, \
+         `weighted_round_robin` with `enableOobLoadReport: false`: each weight comes from the \
+         report in a call's trailers (`endpoint-load-metrics-bin`, the agents' default \
+         `--inband-orca auto`; the same fields as the out-of-band stream). b3 burns 90 % of its \
+         core. See `docs/lb/in-band-orca.md`.\n\n\
+         Channel options:\n\n```json\n{options}\n```\n\n\
+         ## How fast the hot backend was avoided (same fleet, same run)\n\n\
+         A fresh channel, 30 sessions of 2 s over 6 s, no other calls. C-core's first \
+         scheduler with the hot backend at most a tenth of the lighter cold one, counted from \
+         the first call:\n\n\
+         | reports | hot avoided after (weights then) | new sessions b1 / b2 / b3 (hot) |\n\
+         | --- | --- | --- |\n\
+         | per call (in-band) | {cold_avoid_s:.2} s ({cold_weights}) | {c0} / {c1} / {c2} |\n\
+         | out-of-band | {oob_avoid} | {o0} / {o1} / {o2} |\n\n\
+         Per call, a backend reports only when a call on it ends: until the first 2 s sessions \
+         ended and the 1 s blackout period passed, C-core placed sessions round robin.\n\n\
+         ## Steady state: new sessions\n\n\
+         `Health/Check` on the same channel about every 100 ms (jittered 50–150 ms) from the \
+         channel's start \
+         ({health_ok} calls, none failed; not sessions: each ends at once and carries a report), \
+         2.5 s before the first session; one session held straight on each cold backend. \
+         60 `Converse` sessions over 6 s, each held 4–6 s, 30 % cancelled abruptly. The hot \
+         backend was avoided {steady_avoid} after the channel was ready.\n\n{table}\n\
+         Client: {opened} opened, {closed} closed with bye (`completed` on the agents), \
+         {cancelled} cancelled (`cancelled` on the agents), 0 failed.\n\n\
+         ## Weights C-core computed\n\n\
+         From C-core's `weighted_round_robin_lb` trace: each per-call report's \
+         `rps_fractional ÷ application_utilization` (the backend's headroom in thousandths of \
+         a session). Reports C-core ignored (qps or utilisation not positive): 0; calls that \
+         ended without one (C-core logs them \"not updating\" with qps and utilisation 0): \
+         {ignored}, all of them cancelled sessions ({cancelled} cancelled: a reset call gets no \
+         trailers). The last scheduler: {last_weights}.\n\n{weight_table}\n\
+         Test duration: {elapsed:.1} s.",
+        c0 = cold_new[0],
+        c1 = cold_new[1],
+        c2 = cold_new[2],
+        oob_avoid = fmt_avoid(&oob_avoid),
+        o0 = oob_new[0],
+        o1 = oob_new[1],
+        o2 = oob_new[2],
+        health_ok = health["ok"],
+        steady_avoid = fmt_avoid(&steady_avoid),
+        ignored = ignored.len(),
+    );
+    let dir = write_report(
+        "grpc-percall",
+        "gRPC C-core weighted_round_robin with per-call (in-band) ORCA",
+        &body,
+        &fleet,
+        &samples,
+    );
+    eprintln!("report: {}", dir.join("REPORT.md").display());
+}
