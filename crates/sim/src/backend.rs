@@ -1,5 +1,7 @@
 //! One simulated backend: its sessions, CPU, counters and latency.
 
+use livecount_capacity::{PrequalLatency, PrequalSample};
+
 use crate::SimRng;
 use crate::scenario::{BackendGroup, Cpu, Latency};
 
@@ -56,18 +58,29 @@ pub(crate) struct Backend {
     since: f64,
     /// How many sessions' latencies have been noted (the last [`LATENCY_SAMPLES`] count).
     latency_taken: usize,
-    /// The last estimate, with the RIF and sample count it was made at: a probe between
-    /// two changes reuses it.
-    latency_cached: std::cell::Cell<(u64, usize, f32)>,
-    /// The counted samples as (RIF, latency bits), ascending: a probe finds the nearest
-    /// RIFs around its own instead of ranking them all.
-    latency_sorted: [(u32, u32); LATENCY_SAMPLES],
-    // Cold: read and written only when a session starts.
-    /// The last [`LATENCY_SAMPLES`] sessions' (active sessions at their start, time to
-    /// first stream in ms), oldest overwritten first, for a Prequal probe's latency at the
-    /// current RIF.
-    latency_ring: [(u32, f32); LATENCY_SAMPLES],
+    /// The last estimate, with the RIF, sample count and whole second it was made at: a
+    /// probe between two changes reuses it (ages move only with the whole second).
+    latency_cached: std::cell::Cell<LatencyCached>,
+    // Cold: written when a session starts, read by a probe the cache cannot answer.
+    /// The last [`LATENCY_SAMPLES`] sessions' samples, oldest overwritten first, for a
+    /// Prequal probe's latency at the current RIF.
+    latency_ring: [RingSample; LATENCY_SAMPLES],
 }
+
+/// One session's Prequal sample as a backend keeps it: the product's estimator's
+/// (RIF, latency in whole µs, time stamp in whole seconds), the stamp in simulated time.
+#[derive(Debug, Clone, Copy, Default)]
+struct RingSample {
+    /// Active sessions at its start, itself included.
+    rif: u32,
+    /// Time to first stream, whole microseconds (saturating: about 71 minutes).
+    latency_us: u32,
+    /// The whole simulated second it started in.
+    at_s: u32,
+}
+
+/// `(rif, sample count, whole second, estimate ms)`: the key a cached estimate was made at.
+type LatencyCached = (u64, usize, u64, Option<f64>);
 
 const _: () = {
     assert!(std::mem::offset_of!(Backend, base_utilisation) == 64);
@@ -89,13 +102,12 @@ fn overhead_curve(raw: f64, exponent: f64) -> f64 {
 pub(crate) const CPU_SAMPLES: usize = 5;
 pub(crate) const CPU_SAMPLE_S: f64 = 0.5;
 
-/// Recent sessions a probe's latency estimate is drawn from, and how many of those
-/// nearest in RIF it takes the median of.
-pub(crate) const LATENCY_SAMPLES: usize = 32;
-pub(crate) const LATENCY_NEAREST: usize = 8;
+/// Recent sessions a probe's latency estimate is drawn from: as many as the product's
+/// `PrequalEstimator` holds.
+pub(crate) const LATENCY_SAMPLES: usize = PrequalLatency::SAMPLES;
 
-/// A cache key no (RIF, sample count) pair matches: nothing cached.
-const NO_LATENCY_CACHED: (u64, usize, f32) = (u64::MAX, 0, 0.0);
+/// A cache key no (RIF, sample count, second) matches: nothing cached.
+const NO_LATENCY_CACHED: LatencyCached = (u64::MAX, 0, 0, None);
 
 impl Backend {
     /// The cache lines a session's start, end or phase change touches (the first three).
@@ -125,8 +137,7 @@ impl Backend {
             arrivals: Default::default(),
             cpu_samples: [0.0; CPU_SAMPLES],
             cpu_taken: 0,
-            latency_ring: [(0, 0.0); LATENCY_SAMPLES],
-            latency_sorted: [(0, 0); LATENCY_SAMPLES],
+            latency_ring: [RingSample::default(); LATENCY_SAMPLES],
             latency_taken: 0,
             latency_cached: std::cell::Cell::new(NO_LATENCY_CACHED),
         };
@@ -186,96 +197,52 @@ impl Backend {
         self.cpu_samples[..n].iter().sum::<f64>() / n as f64
     }
 
-    /// Remembers a session's time to first stream and the active sessions it started at.
-    pub(crate) fn note_latency(&mut self, first_ms: f64) {
-        let rif = u32::try_from(self.active()).unwrap_or(u32::MAX);
-        let ms = first_ms as f32;
+    /// Remembers a session that started at `now` with its time to first stream and the
+    /// active sessions it started at (itself included), as the product's estimator
+    /// records one: RIF, whole microseconds, whole seconds.
+    pub(crate) fn note_latency(&mut self, now: f64, first_ms: f64) {
         let slot = self.latency_taken % LATENCY_SAMPLES;
-        let mut len = self.latency_taken.min(LATENCY_SAMPLES);
-        let sorted = &mut self.latency_sorted;
-        if len == LATENCY_SAMPLES {
-            let (r, old) = self.latency_ring[slot];
-            let at = sorted
-                .iter()
-                .position(|&e| e == (r, old.to_bits()))
-                .expect("every counted sample is in the sorted copy");
-            sorted.copy_within(at + 1.., at);
-            len -= 1;
-        }
-        let entry = (rif, ms.to_bits());
-        let at = sorted[..len].partition_point(|&e| e < entry);
-        sorted.copy_within(at..len, at + 1);
-        sorted[at] = entry;
-        self.latency_ring[slot] = (rif, ms);
+        self.latency_ring[slot] = RingSample {
+            rif: u32::try_from(self.active()).unwrap_or(u32::MAX),
+            // `as` saturates (and reads NaN as 0); µs are truncated, as the product does.
+            latency_us: (first_ms * 1000.0) as u32,
+            at_s: now as u32,
+        };
         self.latency_taken += 1;
     }
 
-    /// A Prequal probe's latency estimate at the current RIF: the median time to first
-    /// stream of the [`LATENCY_NEAREST`] recent sessions whose RIF at start was nearest the
-    /// current one; `None` before any session.
-    pub(crate) fn latency_at_rif(&self) -> Option<f64> {
+    /// A Prequal probe's latency estimate at the current RIF at `now`, in ms: the product
+    /// estimator's ([`PrequalLatency::estimate`] over the last [`LATENCY_SAMPLES`] sessions,
+    /// fresh for its default window in simulated seconds); `None` when no fresh sample is
+    /// near the current RIF.
+    pub(crate) fn latency_at_rif(&self, now: f64) -> Option<f64> {
         let n = self.latency_taken.min(LATENCY_SAMPLES);
         if n == 0 {
             return None;
         }
-        let rif = self.active();
-        let (at_rif, at_taken, cached) = self.latency_cached.get();
-        if (at_rif, at_taken) == (rif, self.latency_taken) {
-            return Some(f64::from(cached));
+        let (rif, second) = (self.active(), now as u64);
+        let (at_rif, at_taken, at_second, cached) = self.latency_cached.get();
+        if (at_rif, at_taken, at_second) == (rif, self.latency_taken, second) {
+            return cached;
         }
-        // The samples are ranked by one word each, (distance in RIF) << 32 | latency bits:
-        // latencies are ≥ 0, so their bits order as they do, and the key is a total order —
-        // the selection is deterministic. (The distance fits 32 bits: both RIFs are at most
-        // `max_sessions`.) The k smallest keys are among the samples within the k-th
-        // smallest distance, a run of the RIF-sorted copy around `rif`: walk out from it k
-        // times to the nearer side, then take in every sample tied at that distance.
-        let sorted = &self.latency_sorted[..n];
-        let distance = |i: usize| u64::from(sorted[i].0).abs_diff(rif);
-        let k = n.min(LATENCY_NEAREST);
-        let (mut lo, mut hi) = {
-            let p = sorted.partition_point(|e| u64::from(e.0) < rif);
-            (p, p)
-        };
-        let mut reach = 0;
-        for _ in 0..k {
-            let left = lo.checked_sub(1).map(distance);
-            let right = (hi < n).then(|| distance(hi));
-            match (left, right) {
-                (Some(l), Some(r)) if l <= r => (lo, reach) = (lo - 1, l),
-                (Some(l), None) => (lo, reach) = (lo - 1, l),
-                (_, Some(r)) => (hi, reach) = (hi + 1, r),
-                (None, None) => unreachable!("k ≤ n samples"),
-            }
+        let mut samples = [PrequalSample {
+            rif: 0,
+            latency_us: 0,
+            age_s: 0,
+        }; LATENCY_SAMPLES];
+        for (sample, kept) in samples.iter_mut().zip(&self.latency_ring[..n]) {
+            *sample = PrequalSample {
+                rif: u64::from(kept.rif),
+                latency_us: u64::from(kept.latency_us),
+                age_s: second.saturating_sub(u64::from(kept.at_s)),
+            };
         }
-        while lo > 0 && distance(lo - 1) <= reach {
-            lo -= 1;
-        }
-        while hi < n && distance(hi) <= reach {
-            hi += 1;
-        }
-        // The k smallest keys of that run, kept sorted by insertion.
-        let mut nearest = [u64::MAX; LATENCY_NEAREST];
-        for &(r, ms) in &sorted[lo..hi] {
-            let distance = u64::from(r).abs_diff(rif).min(u64::from(u32::MAX));
-            let key = distance << 32 | u64::from(ms);
-            if key < nearest[LATENCY_NEAREST - 1] {
-                let mut j = LATENCY_NEAREST - 1;
-                while j > 0 && nearest[j - 1] > key {
-                    nearest[j] = nearest[j - 1];
-                    j -= 1;
-                }
-                nearest[j] = key;
-            }
-        }
-        let mut latencies = [0u32; LATENCY_NEAREST];
-        for (ms, key) in latencies.iter_mut().zip(&nearest[..k]) {
-            *ms = *key as u32; // the low word
-        }
-        let latencies = &mut latencies[..k];
-        latencies.sort_unstable();
-        let median = f32::from_bits(latencies[(k - 1) / 2]);
-        self.latency_cached.set((rif, self.latency_taken, median));
-        Some(f64::from(median))
+        let estimate =
+            PrequalLatency::estimate(rif, &mut samples[..n], PrequalLatency::DEFAULT_MAX_AGE_S);
+        let ms = estimate.median_us.map(|us| us / 1000.0);
+        self.latency_cached
+            .set((rif, self.latency_taken, second, ms));
+        ms
     }
 
     /// Mean utilisation since the previous report; starts the next interval.
@@ -370,76 +337,95 @@ mod tests {
         }
     }
 
-    /// The estimate by its definition, from the ring alone: rank every counted sample by
-    /// (distance in RIF, latency bits), take the eight smallest, their median latency.
-    fn latency_by_definition(b: &Backend) -> Option<f64> {
-        let n = b.latency_taken.min(LATENCY_SAMPLES);
-        if n == 0 {
-            return None;
-        }
-        let mut ranked: Vec<(u64, u32)> = b.latency_ring[..n]
+    /// The product's estimate over a plain history of `(rif, latency µs, second)` since the
+    /// last death: the last [`LATENCY_SAMPLES`], aged in whole simulated seconds.
+    fn latency_by_history(history: &[(u64, u64, u64)], rif: u64, now: f64) -> Option<f64> {
+        let last = &history[history.len().saturating_sub(LATENCY_SAMPLES)..];
+        let mut samples: Vec<PrequalSample> = last
             .iter()
-            .map(|&(r, ms)| (u64::from(r).abs_diff(b.active()), ms.to_bits()))
+            .map(|&(rif, latency_us, at_s)| PrequalSample {
+                rif,
+                latency_us,
+                age_s: now as u64 - at_s,
+            })
             .collect();
-        ranked.sort_unstable();
-        let mut nearest: Vec<u32> = ranked[..n.min(LATENCY_NEAREST)]
-            .iter()
-            .map(|e| e.1)
-            .collect();
-        nearest.sort_unstable();
-        Some(f64::from(f32::from_bits(nearest[(nearest.len() - 1) / 2])))
+        PrequalLatency::estimate(rif, &mut samples, 120)
+            .median_us
+            .map(|us| us / 1000.0)
     }
 
     proptest::proptest! {
         /// Sessions noted at RIFs and latencies drawn from small sets (ties in both), the
-        /// ring wrapping many times, deaths in between: every estimate is the definition's.
+        /// ring wrapping many times, simulated time passing (samples going stale), deaths
+        /// in between: every estimate is the product's over the same history.
         #[test]
-        fn latency_at_rif_is_its_definition(
-            ops in proptest::collection::vec((0u8..10, 0u64..12, 0u8..6), 1..300)
+        fn latency_at_rif_is_the_products_estimate(
+            ops in proptest::collection::vec((0u8..12, 0u64..12, 0u8..6), 1..400)
         ) {
             let mut b = backend();
             let cpu = Cpu::default();
+            let (mut history, mut now) = (Vec::new(), 0.0f64);
             for (op, rif, ms) in ops {
                 b.open = rif;
                 match op {
                     0 => {
                         b.open = 0;
-                        b.die(1.0, &cpu, (0.0, 0.0));
-                        b.revive(2.0, &cpu, (0.0, 0.0));
+                        b.die(now, &cpu, (0.0, 0.0));
+                        b.revive(now, &cpu, (0.0, 0.0));
+                        history.clear();
                     }
-                    1..=3 => {}
-                    _ => b.note_latency(f64::from(ms) * 10.0),
+                    1..=2 => {}
+                    3 => now += f64::from(ms) * 13.7,
+                    _ => {
+                        let first_ms = f64::from(ms) * 10.0 + 0.0007;
+                        b.note_latency(now, first_ms);
+                        history.push((rif, (first_ms * 1000.0) as u64, now as u64));
+                    }
                 }
-                proptest::prop_assert_eq!(b.latency_at_rif(), latency_by_definition(&b));
+                proptest::prop_assert_eq!(
+                    b.latency_at_rif(now),
+                    latency_by_history(&history, rif, now)
+                );
             }
         }
     }
 
     #[test]
-    fn latency_at_rif_is_the_median_of_the_nearest_eight_in_rif() {
+    fn latency_at_rif_is_the_product_estimators() {
         let mut b = backend();
-        assert_eq!(b.latency_at_rif(), None, "no session yet");
+        assert_eq!(b.latency_at_rif(0.0), None, "no session yet");
         // Sessions started at RIF 1..=20 with latency 10 × RIF ms.
         for rif in 1..=20u64 {
             b.open = rif;
-            b.note_latency(10.0 * rif as f64);
+            b.note_latency(0.5, 10.0 * rif as f64);
         }
-        // At RIF 20 the nearest eight are 13..=20: median (4th of 8) = 160 ms.
-        assert_eq!(b.latency_at_rif(), Some(160.0));
-        // At RIF 5: 1..=9 within 4, the eight nearest are 1..=9 minus the farther of 1 and
-        // 9 by the latency tie-break (9 → 90 ms goes): 10..80, median 40 ms.
-        b.open = 5;
-        assert_eq!(b.latency_at_rif(), Some(40.0));
-        // A new sample invalidates the cached answer even at the same RIF.
-        for _ in 0..8 {
-            b.note_latency(1000.0);
+        // At RIF 20 the near ones are 15..=25: 15..=20, median (170 + 180) / 2.
+        assert_eq!(b.latency_at_rif(1.0), Some(175.0));
+        // At RIF 8 (±2): 6..=10, median 80 ms.
+        b.open = 8;
+        assert_eq!(b.latency_at_rif(1.0), Some(80.0));
+        // Nothing near RIF 40 (±10): no estimate, though there are samples.
+        b.open = 40;
+        assert_eq!(b.latency_at_rif(1.0), None);
+        // A new sample invalidates the cached answer even at the same RIF and second.
+        b.open = 8;
+        for _ in 0..16 {
+            b.note_latency(1.0, 1000.0);
         }
-        assert_eq!(b.latency_at_rif(), Some(1000.0));
-        // Only the last 32 samples count.
+        assert_eq!(b.latency_at_rif(1.0), Some(1000.0), "17 at distance 0");
+        // Fresh for 120 whole simulated seconds: the first twenty (second 0) until 120.99 s,
+        // the sixteen (second 1) until 121.99 s.
+        b.open = 20;
+        assert_eq!(b.latency_at_rif(120.99), Some(175.0));
+        assert_eq!(b.latency_at_rif(121.0), None, "the first twenty stale");
+        b.open = 8;
+        assert_eq!(b.latency_at_rif(121.99), Some(1000.0));
+        assert_eq!(b.latency_at_rif(122.0), None, "all stale");
+        // Only the last LATENCY_SAMPLES samples count.
         for _ in 0..LATENCY_SAMPLES {
-            b.note_latency(7.0);
+            b.note_latency(200.0, 7.0);
         }
-        assert_eq!(b.latency_at_rif(), Some(7.0));
+        assert_eq!(b.latency_at_rif(200.0), Some(7.0));
     }
 
     #[test]

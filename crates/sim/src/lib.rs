@@ -45,8 +45,9 @@
 //!   in a way their CPU does not show.
 //! * **The balancer** — one proxy or several independent ones — sees only reports, its own
 //!   sends and open streams ([`policy::BackendView`]), the time to first stream of its own
-//!   sessions, and Prequal probe replies (requests in flight and the latency at them, after
-//!   a round trip, maybe lost); a health check notices deaths and revivals after a delay.
+//!   sessions, and Prequal probe replies (requests in flight and the latency at them, by
+//!   the product's estimator, `livecount_capacity::PrequalLatency`, after a round trip,
+//!   maybe lost); a health check notices deaths and revivals after a delay.
 //! * **Evidence**: `lbsim run` repeats a scenario over 20 seeds and reports every metric's
 //!   mean and 95 % interval ([`report::combine`]); a policy wins only where its interval
 //!   clears every other's ([`report::verdict`]).

@@ -44,7 +44,7 @@ impl Engine<'_> {
         backend.alive.then(|| Probe {
             taken_at: self.now,
             rif: backend.active(),
-            latency_ms: backend.latency_at_rif(),
+            latency_ms: backend.latency_at_rif(self.now),
         })
     }
 

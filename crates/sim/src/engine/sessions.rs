@@ -46,7 +46,7 @@ impl Engine<'_> {
         }
         backend.refresh(now, &self.sc.cpu, self.costs, wave);
         let (startup, first) = backend.latencies(&self.sc.latency, &mut rng);
-        backend.note_latency(first);
+        backend.note_latency(now, first);
         self.collector.assigned(overloaded, startup, first);
         let proxy = &mut self.proxies[p];
         proxy.views[b].sent_since_report += 1;

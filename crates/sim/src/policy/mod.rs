@@ -85,8 +85,10 @@ pub struct Probe {
     pub taken_at: f64,
     /// Requests in flight: the backend's active sessions.
     pub rif: u64,
-    /// The backend's latency estimate at that RIF (median time to first stream of its
-    /// recent sessions nearest that RIF), ms; `None` before its first session.
+    /// The backend's latency estimate at that RIF, ms, as `livecount-report`'s
+    /// `PrequalEstimator` makes it ([`livecount_capacity::PrequalLatency::estimate`]: the
+    /// median time to first stream of its last 128 sessions, fresh within 120 simulated
+    /// seconds, nearest that RIF within ±25 %); `None` when no fresh session is near it.
     pub latency_ms: Option<f64>,
 }
 

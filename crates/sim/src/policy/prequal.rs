@@ -8,15 +8,17 @@ use crate::SimRng;
 ///
 /// * each query sends 3 probes (`r_probe`) to random backends; a reply carries the
 ///   backend's requests in flight (RIF — here its active sessions) and its latency at that
-///   RIF, and joins a pool of at most 16 (the oldest leaves when it is full);
+///   RIF (the product's `PrequalEstimator` selection), and joins a pool of at most 16 (the
+///   oldest leaves when it is full);
 /// * probes older than 1 s are discarded, and each query removes one more,
 ///   alternately the oldest and the worst;
 /// * a probe is *hot* when its RIF is above the `q_rif` quantile of the pool's RIFs; the
-///   pick is the cold probe with the lowest latency (the lower RIF on a tie; a backend with
-///   no sessions yet, so no latency, counts as 0 ms). The paper falls back to the lowest
-///   RIF when every probe is hot, which cannot happen here: the quantile is taken over the
-///   pool itself, so the probe holding it is cold. With fewer than 2 probes the pick is
-///   uniformly random;
+///   pick is the cold probe with the lowest latency (the lower RIF on a tie; a reply with
+///   no latency — no fresh session near the backend's RIF — counts as 0 ms, as prequal-rs
+///   reads the product's `0` header). The paper falls back to the lowest RIF when every
+///   probe is hot, which cannot happen here: the quantile is taken over the pool itself,
+///   so the probe holding it is cold. With fewer than 2 probes the pick is uniformly
+///   random;
 /// * the picked probe is reused with its RIF incremented by this send.
 ///
 /// The paper sets `q_rif` = 2^−0.25 ≈ 0.84; prequal-rs defaults to 0.6, having seen 0.84
