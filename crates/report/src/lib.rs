@@ -114,10 +114,10 @@ mod cpu;
 pub mod generated;
 #[cfg(feature = "orca")]
 mod health;
-#[cfg(feature = "orca")]
-pub mod inband;
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "orca")]
+pub mod inband;
 mod load_board;
 mod load_report;
 #[cfg(feature = "orca")]
