@@ -45,9 +45,9 @@
 //! [`sanitized`] of [`orca_report`]: a value a strict reader would reject (not finite, or
 //! negative) is left out — a top-level field as 0 (the proto default, "not reported"), a
 //! named metric entirely — so one odd figure can never invalidate the whole header. A
-//! report the [`LoadBoard`](crate::LoadBoard) publishes has none: every field is finite
+//! report the [`LoadBoard`] publishes has none: every field is finite
 //! and non-negative. Named-metric keys are this crate's constants (ASCII letters and
-//! underscores); a key with any other character is left out of every form too.
+//! underscores); a key with a character outside `[A-Za-z0-9_.-]` is left out of every form.
 //!
 //! `TEXT` writes each number as Rust's shortest round-trip decimal (never an exponent), so
 //! the value a reader parses is the exact `f64`; `JSON` writes the same digits. The order is
