@@ -136,7 +136,7 @@ fn durations(s: &mut String, report: &LoadReport) {
             let le = bound.map_or_else(|| "+Inf".to_owned(), |b| b.as_secs_f64().to_string());
             let _ = writeln!(s, "{NAME}_bucket{{reason=\"{reason}\",le=\"{le}\"}} {n}");
         }
-        let sum = h.sum_micros() as f64 / 1e6;
+        let sum = h.sum_secs();
         let _ = writeln!(s, "{NAME}_sum{{reason=\"{reason}\"}} {sum}");
         let _ = writeln!(s, "{NAME}_count{{reason=\"{reason}\"}} {}", h.count());
     }
@@ -271,7 +271,7 @@ mod tests {
             let count = value("count").expect("a _count");
             assert_eq!(buckets.last().unwrap(), &(f64::INFINITY, count));
             assert_eq!(count, h.count() as f64);
-            assert_eq!(value("sum"), Some(h.sum().as_secs_f64()));
+            assert_eq!(value("sum"), Some(h.sum_secs()));
         }
         // The report's buckets, cumulated: 0.05 s ≤ 0.1; two 3 s ≤ 5; 42 s ≤ 60; 5000 s only +Inf.
         for (series, want) in [

@@ -227,7 +227,7 @@ fn seen(request: &Value) -> Seen {
 /// What `report` says, in the same terms (the truth the export must carry).
 fn truth(report: &LoadReport) -> Seen {
     let durations = report.durations.iter().map(|(reason, h)| {
-        let v = (h.buckets().to_vec(), h.count(), h.sum().as_secs_f64());
+        let v = (h.buckets().to_vec(), h.count(), h.sum_secs());
         (reason.clone(), v)
     });
     Seen {

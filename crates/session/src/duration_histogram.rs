@@ -164,6 +164,23 @@ impl DurationHistogram {
         self.sum_micros
     }
 
+    /// Their total duration in seconds, as every exposition writes it (Prometheus `_sum`,
+    /// OTLP's histogram sum): the microseconds divided by 10⁶ in one correctly rounded step.
+    /// (`sum().as_secs_f64()` adds whole seconds and a fraction, and can differ in the last
+    /// bit: 1.210692 s reads 1.2106919999999999.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use livecount_session::DurationHistogram;
+    ///
+    /// let mut h = DurationHistogram::default();
+    /// h.record(Duration::from_micros(1_210_692));
+    /// assert_eq!(h.sum_secs(), 1.210692);
+    /// ```
+    pub fn sum_secs(&self) -> f64 {
+        self.sum_micros as f64 / 1e6
+    }
+
     /// Their total duration.
     pub fn sum(&self) -> Duration {
         Duration::from_micros(self.sum_micros)

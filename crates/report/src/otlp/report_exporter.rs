@@ -219,7 +219,7 @@ pub(crate) fn duration_metric(report: &LoadReport, start: SystemTime, now: Syste
             start_time_unix_nano: start.min(now),
             time_unix_nano: now,
             count: h.count(),
-            sum: Some(h.sum_micros() as f64 / 1e6),
+            sum: Some(h.sum_secs()),
             bucket_counts: h.buckets().to_vec(),
             explicit_bounds: bounds_secs(),
             ..Default::default()

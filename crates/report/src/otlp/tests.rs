@@ -157,7 +157,7 @@ fn assert_is(request: &ExportMetricsServiceRequest, r: &LoadReport) {
         assert_eq!(p.bucket_counts, h.buckets().to_vec(), "{reason}");
         assert_eq!(
             (p.count, p.sum),
-            (h.count(), Some(h.sum().as_secs_f64())),
+            (h.count(), Some(h.sum_secs())),
             "{reason}"
         );
         assert_eq!(p.explicit_bounds, bounds_secs());
