@@ -389,14 +389,7 @@ pub(crate) fn ended_by(before: &[LoadReport], after: &[LoadReport], reason: &str
 /// The assertions every balancer must meet on new sessions placed after the first report:
 /// the hot backend takes at most 10 %, and the cold ones' counts differ by less than 1.5×.
 pub(crate) fn assert_shares(balancer: &str, new: &[u64], hot: usize) {
-    let total: u64 = new.iter().sum();
-    assert!(total > 0, "{balancer}: no new sessions at all");
-    let hot_share = new[hot] as f64 / total as f64;
-    assert!(
-        hot_share <= 0.10,
-        "{balancer}: the hot backend took {:.1} % of new sessions: {new:?}",
-        100.0 * hot_share
-    );
+    assert_hot_share(balancer, new, hot);
     let cold: Vec<u64> = new
         .iter()
         .enumerate()
@@ -407,6 +400,18 @@ pub(crate) fn assert_shares(balancer: &str, new: &[u64], hot: usize) {
     assert!(
         *lo > 0 && (*hi as f64) < 1.5 * *lo as f64,
         "{balancer}: the cold backends' shares differ by 1.5× or more: {new:?}"
+    );
+}
+
+/// The first half of [`assert_shares`]: some new sessions, the hot backend at most 10 %.
+pub(crate) fn assert_hot_share(balancer: &str, new: &[u64], hot: usize) {
+    let total: u64 = new.iter().sum();
+    assert!(total > 0, "{balancer}: no new sessions at all");
+    let hot_share = new[hot] as f64 / total as f64;
+    assert!(
+        hot_share <= 0.10,
+        "{balancer}: the hot backend took {:.1} % of new sessions: {new:?}",
+        100.0 * hot_share
     );
 }
 
