@@ -10,7 +10,7 @@
 //! `Shutdown`, exits 0 and gets no new sessions afterwards.
 //!
 //! `#[ignore]`d (it needs the Envoy binary from `scripts/lb_tools.sh`, ~25 s):
-//! `scripts/test.sh` runs it. The config is `examples/envoy/envoy.yaml.in`.
+//! `scripts/test.sh` runs it. The config is `deploy/envoy/envoy.yaml.in`.
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ use common::envoy::*;
 use common::lb::*;
 
 /// The config the test runs (and the one `docs/lb/envoy.md` shows).
-const TEMPLATE: &str = include_str!("../../../examples/envoy/envoy.yaml.in");
+const TEMPLATE: &str = include_str!("../../../deploy/envoy/envoy.yaml.in");
 
 /// The cluster's ORCA counters from `/stats`: (reports_received, report_errors,
 /// stream_failures, active_sessions).
@@ -298,7 +298,7 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
          `{last}`. Envoy's health check took it out {b1_out_ms} ms after it exited; the \
          next 10 sessions all succeeded, b2 {l0} and b3 (hot) {l1}.\n\n\
          Test duration {secs:.1} s.\n\n\
-         ## Config (`examples/envoy/envoy.yaml.in`, as rendered)\n\n```yaml\n{config}```\n",
+         ## Config (`deploy/envoy/envoy.yaml.in`, as rendered)\n\n```yaml\n{config}```\n",
         killed = tally.killed,
         closed = tally.closed,
         n = envoy_weights.len(),

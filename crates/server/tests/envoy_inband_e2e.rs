@@ -2,7 +2,7 @@
 //! `enable_oob_load_report: false`) in front of three `livecount-agent` processes, one of
 //! them hot, weighing each backend only by the in-band ORCA report its responses carry
 //! (`endpoint-load-metrics-bin` in every gRPC call's trailers: the agent's default
-//! `--inband-orca auto`). The config is `examples/envoy/envoy-inband.yaml.in`.
+//! `--inband-orca auto`). The config is `deploy/envoy/envoy-inband.yaml.in`.
 //!
 //! 1. **Cold start, sessions only.** A fresh Envoy has no report from anyone: 30 sessions
 //!    (2 s each) go through it and the test measures how long after the first one Envoy's
@@ -13,7 +13,7 @@
 //!    killed: the hot backend takes at most 10 %, the cold ones split within 1.5×, every
 //!    backend counts its sessions back to 0 by the right reasons.
 //! 3. **Against out-of-band, same fleet.** An Envoy with the out-of-band config
-//!    (`examples/envoy/envoy.yaml.in`) started on the same agents: how long from its start
+//!    (`deploy/envoy/envoy.yaml.in`) started on the same agents: how long from its start
 //!    until its weights put the hot backend below a tenth of the cold ones (it needs no
 //!    traffic).
 //!
@@ -34,10 +34,10 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
 /// The in-band config the test runs (and `docs/lb/in-band-orca.md` shows).
-const TEMPLATE: &str = include_str!("../../../examples/envoy/envoy-inband.yaml.in");
+const TEMPLATE: &str = include_str!("../../../deploy/envoy/envoy-inband.yaml.in");
 
 /// The out-of-band config, for the comparison on the same fleet.
-const OOB_TEMPLATE: &str = include_str!("../../../examples/envoy/envoy.yaml.in");
+const OOB_TEMPLATE: &str = include_str!("../../../deploy/envoy/envoy.yaml.in");
 
 /// "Avoided": Envoy weighs the hot backend at most a tenth of the lighter cold one, and
 /// the cold ones above Envoy's default weight of 1 (so from reports).
@@ -303,7 +303,7 @@ async fn envoy_weighs_backends_by_inband_orca_reports() {
          response's trailers (`endpoint-load-metrics-bin`, the same fields as the out-of-band \
          stream: `crates/report/src/inband.rs`). See `docs/lb/in-band-orca.md`.\n\n\
          ## How fast the hot backend was avoided\n\n\
-         | | in-band (this config) | out-of-band (`examples/envoy/envoy.yaml.in`, same fleet, same run) |\n\
+         | | in-band (this config) | out-of-band (`deploy/envoy/envoy.yaml.in`, same fleet, same run) |\n\
          | --- | --- | --- |\n\
          | what starts the clock | the first session through a fresh Envoy | Envoy's start (no traffic needed) |\n\
          | hot weighted below a tenth of the cold ones after | {ia:.2} s | {oa:.2} s |\n\
@@ -327,7 +327,7 @@ async fn envoy_weighs_backends_by_inband_orca_reports() {
          `completed` (= closes, plus the {warmed} warm-up sessions), 0 `cancelled`, 0 `failed`; \
          every backend settled at active 0, started = ended.\n\n\
          Test duration {secs:.1} s.\n\n\
-         ## Config (`examples/envoy/envoy-inband.yaml.in`, as rendered)\n\n```yaml\n{config}```\n",
+         ## Config (`deploy/envoy/envoy-inband.yaml.in`, as rendered)\n\n```yaml\n{config}```\n",
         ia = inband_avoid.as_secs_f64(),
         oa = oob_avoid.as_secs_f64(),
         c0 = cold_new[0],

@@ -46,7 +46,7 @@ async fn sessions_shift_away_from_a_hot_backend_and_counts_return_to_zero() {
     let haproxy = haproxy();
     let mut fleet = Fleet::start("haproxy", 3, 2, &[]);
     let front = free_port();
-    let template = include_str!("../../../examples/haproxy/haproxy.cfg.in");
+    let template = include_str!("../../../deploy/haproxy/haproxy.cfg.in");
     let mut config = template.replace("@FRONT@", &front.to_string());
     for (i, b) in fleet.backends.iter().enumerate() {
         config = config
@@ -132,7 +132,7 @@ async fn sessions_shift_away_from_a_hot_backend_and_counts_return_to_zero() {
          equal to the driver's counts. Then b1 got SIGTERM holding {on_b1} sessions: it \
          drained (they ended `shutdown`) and exited 0; the next 10 sessions went to b2 / b3 \
          as {moved:?}.\n\n\
-         The configuration (`examples/haproxy/haproxy.cfg.in`, ports filled in):\n\n\
+         The configuration (`deploy/haproxy/haproxy.cfg.in`, ports filled in):\n\n\
          ```\n{template}```\n",
         sum("completed"),
         sum("disconnected"),

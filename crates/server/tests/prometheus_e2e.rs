@@ -192,7 +192,7 @@ async fn prometheus_sees_the_true_session_count_arrivals_and_capped_headroom() {
             )
         })
         .collect();
-    let config = include_str!("../../../examples/prometheus/prometheus.yml.in")
+    let config = include_str!("../../../deploy/prometheus/prometheus.yml.in")
         .replace("\n@TARGETS@\n", &format!("\n{}\n", targets.join("\n")));
     let config_path = fleet.dir.join("prometheus.yml");
     std::fs::write(&config_path, &config).unwrap();

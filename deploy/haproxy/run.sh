@@ -3,8 +3,8 @@
 # background thread burning 90% of its core), and the driver opening sessions through
 # HAProxy while it prints every backend's /load each second.
 #
-#   examples/haproxy/run.sh            # 45 sessions, 8 s each, 30% killed without a close
-#   SESSIONS=100 HOLD=20 examples/haproxy/run.sh
+#   deploy/haproxy/run.sh              # 45 sessions, 8 s each, 30% killed without a close
+#   SESSIONS=100 HOLD=20 deploy/haproxy/run.sh
 #
 # Needs haproxy (apt-get install haproxy). Ports: 18080 (HAProxy), 1808[1-3] (agents),
 # 1809[1-3] (agent-check); override with BASE=...
@@ -34,7 +34,7 @@ done
 sed -e "s/@FRONT@/$BASE/" \
     -e "s/@HTTP1@/$((BASE + 1))/" -e "s/@HTTP2@/$((BASE + 2))/" -e "s/@HTTP3@/$((BASE + 3))/" \
     -e "s/@AGENT1@/$((BASE + 11))/" -e "s/@AGENT2@/$((BASE + 12))/" -e "s/@AGENT3@/$((BASE + 13))/" \
-    examples/haproxy/haproxy.cfg.in > "$dir/haproxy.cfg"
+    deploy/haproxy/haproxy.cfg.in > "$dir/haproxy.cfg"
 $HAPROXY -f "$dir/haproxy.cfg" -db 2>"$dir/haproxy.log" &
 pids+=($!)
 sleep 3 # agent-check every 500 ms; the agents report every second
