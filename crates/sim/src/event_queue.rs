@@ -44,8 +44,13 @@ pub(crate) enum Event {
     DrainDeadline(u32),
     /// A restarted backend's replacement is ready.
     Restarted(u32),
-    /// A client cut by a restart comes back (index into the engine's pending reconnects).
+    /// A client cut by a restart or a scale-in comes back (index into the engine's
+    /// pending reconnects).
     Reconnect(u32),
+    /// The autoscaler's controller syncs.
+    AutoscaleSync,
+    /// A backend the autoscaler started is ready.
+    Ready(u32),
 }
 
 #[derive(Debug, Clone)]

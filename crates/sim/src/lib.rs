@@ -67,6 +67,7 @@
 #![deny(unsafe_code)]
 
 mod arrivals;
+pub mod autoscaler;
 mod backend;
 mod engine;
 mod event_queue;
@@ -80,14 +81,15 @@ mod sim_result;
 mod sim_rng;
 mod validate;
 
-pub use engine::{run, run_policy};
+pub use autoscaler::{Autoscaler, ScaleIn, Signal, Variant};
+pub use engine::{run, run_policy, run_variant};
 pub use scenario::{
     Arrivals, BackendGroup, Balancer, Capacity, CounterKind, Cpu, DurationDist, Failure, Latency,
     Pattern, Reports, RestartMode, RollingRestart, Scenario, Sessions, Stale, Wave,
 };
 pub use scenario_error::ScenarioError;
 pub use sim_result::{
-    AcrossSeeds, CdfPoint, CounterAccuracy, MetricStats, Percentiles, PolicyResult, PolicyStats,
-    RestartSummary, ScenarioResult, SpreadSample, Summary,
+    AcrossSeeds, AutoscaleSummary, CdfPoint, CounterAccuracy, MetricStats, Percentiles,
+    PolicyResult, PolicyStats, RestartSummary, ScenarioResult, SpreadSample, Summary,
 };
 pub use sim_rng::SimRng;

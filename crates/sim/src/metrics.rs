@@ -27,6 +27,8 @@ pub(crate) struct Collector {
     restart: Option<RestartSummary>,
     /// When the restart window opened, while it is open.
     window_from: Option<f64>,
+    /// Cut clients that came back (a rolling restart's or a scale-in's).
+    reconnects: u64,
 }
 
 impl Collector {
@@ -65,8 +67,9 @@ impl Collector {
         }
     }
 
-    /// A client cut by the restart comes back through the balancer.
+    /// A client cut by a restart or a scale-in comes back through the balancer.
     pub(crate) fn reconnect(&mut self) {
+        self.reconnects += 1;
         if let Some(r) = &mut self.restart {
             r.reconnects += 1;
         }
@@ -75,7 +78,12 @@ impl Collector {
     /// Placements asked for: arrivals and reconnects (each ends assigned, rejected or
     /// dropped).
     pub(crate) fn placements(&self) -> u64 {
-        self.summary.arrivals + self.restart.map_or(0, |r| r.reconnects)
+        self.summary.arrivals + self.reconnects
+    }
+
+    /// Cut clients that came back so far.
+    pub(crate) fn reconnects(&self) -> u64 {
+        self.reconnects
     }
 
     /// An arrival refused by a backend being restarted (already counted as rejected).

@@ -8,6 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::ScenarioError;
+use crate::autoscaler::Autoscaler;
 
 /// One simulation setup, read from a TOML file.
 ///
@@ -82,6 +83,10 @@ pub struct Scenario {
     /// Every backend restarted in turn (a deploy); absent = none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolling_restart: Option<RollingRestart>,
+    /// An HPA-like autoscaler resizing the fleet (the `[[backends]]` are then its pool);
+    /// absent = a fixed fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<Autoscaler>,
 }
 
 fn default_seed() -> u64 {
@@ -560,6 +565,21 @@ impl Scenario {
             (None, Some(n)) => n / self.mean_session_s(),
             (None, None) => 0.0,
         }
+    }
+
+    /// The hybrid capacity model's configuration: `[capacity]` with the report window and
+    /// interval (one definition for the hybrid policies and the autoscaler's signal).
+    pub(crate) fn capacity_config(&self) -> livecount_capacity::CapacityConfig {
+        let k = &self.capacity;
+        let secs = |s: f64| std::time::Duration::from_secs_f64(s.max(0.0));
+        livecount_capacity::CapacityConfig::builder()
+            .target_utilisation(k.target)
+            .safety_scaler(k.safety_scaler)
+            .window(secs(self.reports.window_s))
+            .report_interval(secs(self.reports.interval_s))
+            .slow_start(secs(k.slow_start_s))
+            .build()
+            .expect("scenario validation admits only valid capacity parameters")
     }
 
     /// Seconds between fleet samples.

@@ -128,6 +128,37 @@ pub struct Summary {
     /// What a rolling restart cost, when the scenario has one (absent from older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<RestartSummary>,
+    /// What the autoscaler did and cost, when the scenario has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<AutoscaleSummary>,
+}
+
+/// What an autoscaled run did and cost.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct AutoscaleSummary {
+    /// Open sessions a scale-in ended (`shutdown`): all of a backend's at once (`random`,
+    /// `emptiest`), those still open at the drain deadline (`drain`). Equal to
+    /// `ended.shutdown`; a reconnected session cut again counts again.
+    pub cut: u64,
+    /// Cut sessions whose client came back through the balancer
+    /// (`autoscaler.reconnect_share` of them); each is placed like an arrival.
+    pub reconnects: u64,
+    /// The cost: Σ over backends of the seconds each was provisioned (from its scale-up
+    /// decision, starting included, to its exit, draining included), over the arrival
+    /// window `[0, duration_s)`.
+    pub backend_seconds: f64,
+    /// `backend_seconds ÷ duration_s`: the mean provisioned fleet.
+    pub mean_backends: f64,
+    /// Most backends provisioned at once.
+    pub peak_backends: u32,
+    /// Syncs that raised the replica count.
+    pub scale_ups: u32,
+    /// Syncs that lowered the replica count.
+    pub scale_downs: u32,
+    /// Shortest time from a drain's start to a session it cut (`None` when no drain cut
+    /// one): never below `drain_deadline_s`.
+    #[serde(default)]
+    pub shortest_drain_before_cut_s: Option<f64>,
 }
 
 /// The cost of a rolling restart. Its window runs from the first backend's restart to

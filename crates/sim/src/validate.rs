@@ -1,6 +1,7 @@
 //! Range checks for scenario files: every number's allowed range, named in the error.
 
 use crate::ScenarioError;
+use crate::autoscaler::{ScaleIn, ScalingRulesConfig, Signal};
 use crate::policy;
 use crate::scenario::{Pattern, RestartMode, Scenario};
 
@@ -62,6 +63,54 @@ impl Checker<'_> {
     }
 }
 
+/// A list that is not empty and names nothing twice.
+fn distinct<T: PartialEq + Copy>(
+    c: &Checker<'_>,
+    key: &str,
+    items: &[T],
+    name: fn(T) -> &'static str,
+) -> Result<(), ScenarioError> {
+    let names: Vec<&str> = items.iter().map(|&t| name(t)).collect();
+    if names.is_empty() {
+        return Err(c.fail(key, "[]", "at least one"));
+    }
+    if let Some((i, n)) = names
+        .iter()
+        .enumerate()
+        .find(|(i, n)| names[..*i].contains(n))
+    {
+        return Err(c.fail(
+            &format!("{key}[{i}]"),
+            format!("\"{n}\""),
+            "each value once",
+        ));
+    }
+    Ok(())
+}
+
+/// An HPA `behavior` direction: the API server's ranges (stabilization [0, 3600] s, a
+/// policy's value > 0 and period (0, 1800] s, at least one policy).
+fn validate_rules(c: &Checker<'_>, key: &str, r: &ScalingRulesConfig) -> Result<(), ScenarioError> {
+    if let Some(s) = r.stabilization_s {
+        c.non_negative(&format!("{key}.stabilization_s"), s, 3600.0)?;
+    }
+    let Some(policies) = &r.policies else {
+        return Ok(());
+    };
+    if policies.is_empty() {
+        return Err(c.fail(&format!("{key}.policies"), "[]", "at least one policy"));
+    }
+    for (i, p) in policies.iter().enumerate() {
+        c.positive(
+            &format!("{key}.policies[{i}].value"),
+            f64::from(p.value),
+            1e9,
+        )?;
+        c.positive(&format!("{key}.policies[{i}].period_s"), p.period_s, 1800.0)?;
+    }
+    Ok(())
+}
+
 impl Scenario {
     pub(crate) fn validate(&self, file: &str) -> Result<(), ScenarioError> {
         let c = Checker { file };
@@ -78,7 +127,85 @@ impl Scenario {
         self.validate_sessions(&c)?;
         self.validate_fleet(&c)?;
         self.validate_reports(&c)?;
-        self.validate_rolling_restart(&c)
+        self.validate_rolling_restart(&c)?;
+        self.validate_autoscaler(&c)
+    }
+
+    fn validate_autoscaler(&self, c: &Checker<'_>) -> Result<(), ScenarioError> {
+        let Some(a) = &self.autoscaler else {
+            return Ok(());
+        };
+        if self.rolling_restart.is_some() || !self.failures.is_empty() {
+            return Err(c.fail(
+                "autoscaler",
+                "(set, with [rolling_restart] or [[failures]])",
+                "an autoscaler alone: it owns which backends are up",
+            ));
+        }
+        let pool = self.backend_count();
+        let count = |key: &str, v: u32, lo: u32, hi: usize| {
+            if v >= lo && v as usize <= hi {
+                Ok(())
+            } else {
+                Err(c.fail(key, v, &format!("[{lo}, {hi}]")))
+            }
+        };
+        count("autoscaler.min_replicas", a.min_replicas, 1, pool)?;
+        let bound = "[min_replicas, the [[backends]] pool's count]";
+        if a.max_replicas < a.min_replicas || a.max_replicas as usize > pool {
+            return Err(c.fail(
+                "autoscaler.max_replicas",
+                a.max_replicas,
+                &format!("{bound} = [{}, {pool}]", a.min_replicas),
+            ));
+        }
+        count(
+            "autoscaler.initial_replicas",
+            a.initial(),
+            a.min_replicas,
+            a.max_replicas as usize,
+        )?;
+        c.non_negative("autoscaler.startup_s", a.startup_s, MAX_DURATION_S)?;
+        c.positive("autoscaler.sync_period_s", a.sync_period_s, 3600.0)?;
+        c.range("autoscaler.tolerance", a.tolerance, 0.0, 0.99, true)?;
+        c.share("autoscaler.reconnect_share", a.reconnect_share)?;
+        c.non_negative(
+            "autoscaler.reconnect_after_s",
+            a.reconnect_after_s,
+            MAX_DURATION_S,
+        )?;
+        distinct(c, "autoscaler.signals", &a.signals, Signal::name)?;
+        distinct(c, "autoscaler.scale_in", &a.scale_in, ScaleIn::name)?;
+        for signal in [Signal::Cpu, Signal::Sessions, Signal::Capacity] {
+            let key = format!("autoscaler.{}_target", signal.name());
+            match (a.signals.contains(&signal), a.target(signal)) {
+                (true, Some(t)) if signal == Signal::Sessions => c.positive(&key, t, 1e9)?,
+                (true, Some(t)) => c.range(&key, t, 0.0, 1.0, false)?,
+                (true, None) => c.positive(&key, f64::NAN, 1e9)?,
+                (false, Some(_)) => {
+                    let only = format!("only with \"{}\" in autoscaler.signals", signal.name());
+                    return Err(c.fail(&key, "(set)", &only));
+                }
+                (false, None) => {}
+            }
+        }
+        match (a.scale_in.contains(&ScaleIn::Drain), a.drain_deadline_s) {
+            (true, d) => c.positive(
+                "autoscaler.drain_deadline_s",
+                d.unwrap_or(f64::NAN),
+                MAX_DURATION_S,
+            )?,
+            (false, Some(_)) => {
+                return Err(c.fail(
+                    "autoscaler.drain_deadline_s",
+                    "(set)",
+                    "only with \"drain\" in autoscaler.scale_in",
+                ));
+            }
+            (false, None) => {}
+        }
+        validate_rules(c, "autoscaler.scale_up", &a.scale_up)?;
+        validate_rules(c, "autoscaler.scale_down", &a.scale_down)
     }
 
     fn validate_rolling_restart(&self, c: &Checker<'_>) -> Result<(), ScenarioError> {

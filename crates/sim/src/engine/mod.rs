@@ -1,26 +1,27 @@
 //! The discrete-event loop: one workload, one policy, one run.
 //!
 //! This file holds the [`Engine`] itself: its state, its start, the loop and the event
-//! dispatch, arrivals and routing. The rest is in rooms, each an `impl Engine` block with
-//! its own tests: `sessions` (accept, phase changes, the exactly-once end), `probes` (probe
-//! replies and their batches), `reports` (load reports taken and delivered), `failures`
-//! (deaths, revivals, health checks), `restart` (the rolling restart and reconnecting
-//! clients), `fetch_ahead` (memory hints); and two small types, `proxy::Proxy` and
-//! `in_flight::InFlight`. The rooms use the engine's state; the engine names none of them
-//! but the types it holds, so none imports a sibling but `probes` (the prefetch hint).
-
-use std::time::Instant;
+//! dispatch, arrivals and routing; `runs` the public entry points. The rest is in rooms,
+//! each an `impl Engine` block with its own tests: `sessions` (accept, phase changes, the
+//! exactly-once end), `probes` (probe replies and their batches), `reports` (load reports
+//! taken and delivered), `failures` (deaths, revivals, health checks), `restart` (the
+//! rolling restart and reconnecting clients), `autoscale` (the HPA's syncs, starts and
+//! scale-ins), `fetch_ahead` (memory hints); and three small types, `proxy::Proxy`,
+//! `in_flight::InFlight` and `scaler::Scaler` (the autoscaler's state). The rooms use the
+//! engine's state; the engine names none of them but the types it holds, so none imports
+//! a sibling but `probes` (the prefetch hint) and `autoscale` (the scaler's slots).
 
 use crate::SimRng;
 use crate::arrivals::ArrivalProcess;
+use crate::autoscaler::Variant;
 use crate::backend::Backend;
 use crate::event_queue::{Event, EventQueue};
 use crate::metrics::Collector;
 use crate::policy::{self, BackendView, Probe, Report};
 use crate::scenario::Scenario;
 use crate::session_plan::{EndReason, SessionPlan};
-use crate::sim_result::{PolicyResult, ScenarioResult};
 
+mod autoscale;
 mod failures;
 mod fetch_ahead;
 mod in_flight;
@@ -28,11 +29,16 @@ mod probes;
 mod proxy;
 mod reports;
 mod restart;
+mod runs;
+mod scaler;
 mod sessions;
 
 use self::in_flight::InFlight;
 use self::probes::ProbeBatch;
 use self::proxy::Proxy;
+use self::scaler::Scaler;
+
+pub use self::runs::{run, run_policy, run_variant};
 
 /// Events between two progress callbacks.
 const PROGRESS_EVERY: u64 = 1 << 16;
@@ -44,73 +50,7 @@ const STREAM_REPORTS: u64 = 2 << 40;
 const STREAM_POLICY: u64 = 3 << 40;
 const STREAM_OFFSETS: u64 = 4 << 40;
 const STREAM_PROBES: u64 = 5 << 40;
-
-/// Runs `scenario` through each policy in `policies` (names from [`policy::NAMES`]).
-///
-/// `progress(policy_index, fraction_of_arrival_horizon)` is called now and then.
-///
-/// ```
-/// use livecount_sim::{Scenario, run};
-///
-/// let scenario = Scenario::from_toml_str(
-///     "description = 'x'\nduration_s = 60\n[arrivals]\nrate_per_s = 2\n\
-///      [sessions]\nduration = 'exponential'\nmean_s = 20\n[[backends]]\ncount = 3",
-///     "inline.toml",
-/// )?;
-/// let result = run(&scenario, &["random".into(), "p2c_sessions".into()], &mut |_, _| {});
-/// let s = &result.policies[1].summary;
-/// assert_eq!(s.arrivals, s.assigned + s.rejected + s.dropped);
-/// assert_eq!(s.ended.values().sum::<u64>(), s.assigned);
-/// # Ok::<(), livecount_sim::ScenarioError>(())
-/// ```
-///
-/// # Panics
-///
-/// On an unknown policy name (validate names with [`policy::by_name`] first).
-pub fn run(
-    scenario: &Scenario,
-    policies: &[String],
-    progress: &mut dyn FnMut(usize, f64),
-) -> ScenarioResult {
-    let results = policies
-        .iter()
-        .enumerate()
-        .map(|(i, name)| run_policy(scenario, name, &mut |f| progress(i, f)))
-        .collect();
-    ScenarioResult {
-        scenario: scenario.name.clone(),
-        description: scenario.description.clone(),
-        seed: scenario.seed,
-        backends: scenario.backend_count(),
-        duration_s: scenario.duration_s,
-        target_utilisation: scenario.capacity.target,
-        policies: results,
-        across_seeds: None,
-    }
-}
-
-/// Runs `scenario` through the policy called `name` (one copy per proxy).
-///
-/// # Panics
-///
-/// On an unknown policy name.
-pub fn run_policy(scenario: &Scenario, name: &str, progress: &mut dyn FnMut(f64)) -> PolicyResult {
-    let started = Instant::now();
-    let mut engine = Engine::new(scenario, name);
-    engine.run(progress);
-    let name = engine.proxies[0].policy.name().to_owned();
-    let events = engine.events;
-    let (summary, spread, startup_cdf, first_stream_cdf) = engine.finish();
-    PolicyResult {
-        policy: name,
-        summary,
-        spread,
-        startup_cdf,
-        first_stream_cdf,
-        events,
-        wall_s: started.elapsed().as_secs_f64(),
-    }
-}
+const STREAM_SCALE_IN: u64 = 6 << 40;
 
 /// A session the fleet accepted, in a slot reused once it ends. One cache line: at scale
 /// every event is a miss on this table, and a slot straddling two lines costs two.
@@ -164,8 +104,10 @@ struct Engine<'a> {
     stale_from: Vec<f64>,
     /// (backend, report, whether it says the backend is draining).
     reports: InFlight<(u32, Report, bool)>,
-    /// Clients cut by a rolling restart, on their way back.
+    /// Clients cut by a rolling restart or a scale-in, on their way back.
     reconnects: InFlight<restart::Reconnect>,
+    /// The autoscaler, when the scenario has one.
+    scaler: Option<Scaler>,
     collector: Collector,
     now: f64,
     waves: u32,
@@ -177,7 +119,13 @@ struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
+    /// An engine for policy `name`, with the scenario's first autoscaler variant if any.
+    #[cfg(test)]
     fn new(sc: &'a Scenario, name: &str) -> Self {
+        Self::with_variant(sc, name, runs::default_variant(sc))
+    }
+
+    fn with_variant(sc: &'a Scenario, name: &str, variant: Option<Variant>) -> Self {
         let n = sc.backend_count();
         let backends: Vec<Backend> = (0..n).map(|i| Backend::new(sc.group_of(i))).collect();
         let views: Vec<BackendView> = backends
@@ -224,6 +172,13 @@ impl<'a> Engine<'a> {
             stale_from,
             reports: InFlight::new(),
             reconnects: InFlight::new(),
+            scaler: variant.map(|v| {
+                let a = sc
+                    .autoscaler
+                    .as_ref()
+                    .expect("an autoscaler variant needs the scenario's [autoscaler]");
+                Scaler::new(sc, a, v, SimRng::derive(sc.seed, STREAM_SCALE_IN))
+            }),
             collector: Collector::new(sc.rolling_restart.is_some()),
             now: 0.0,
             waves: 0,
@@ -233,6 +188,7 @@ impl<'a> Engine<'a> {
             samples_done: false,
             events: 0,
         };
+        e.autoscale_start();
         e.schedule_start();
         e
     }
@@ -372,6 +328,8 @@ impl<'a> Engine<'a> {
             Event::DrainDeadline(b) => self.drain_deadline(b as usize),
             Event::Restarted(b) => self.restarted(b as usize),
             Event::Reconnect(slot) => self.reconnect(slot),
+            Event::AutoscaleSync => self.autoscale_sync(),
+            Event::Ready(b) => self.backend_ready(b as usize),
         }
     }
 
@@ -488,7 +446,11 @@ impl<'a> Engine<'a> {
         }
         // A restart still under way when the run ends: its window ends with the run.
         self.collector.restart_window(false, self.now);
-        self.collector.finish(&self.backends)
+        let reconnects = self.collector.reconnects();
+        let autoscale = self.scaler.as_mut().map(|s| s.finish(reconnects));
+        let mut out = self.collector.finish(&self.backends);
+        out.0.autoscale = autoscale;
+        out
     }
 }
 

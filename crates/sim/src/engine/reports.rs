@@ -26,6 +26,9 @@ impl Engine<'_> {
             window_s: r.window_s,
             utilisation_recent: backend.recent_utilisation(self.now),
         };
+        // Scraped from `/metrics` by the autoscaler's pipeline, which the balancer's
+        // report losses do not touch.
+        self.scrape(b, report.active, report.utilisation);
         if self.report_rngs[b].chance(r.loss) {
             return;
         }

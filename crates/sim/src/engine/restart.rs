@@ -64,18 +64,24 @@ impl Engine<'_> {
     }
 
     /// A draining backend whose last session has ended exits at once (its graceful
-    /// shutdown returns).
+    /// shutdown returns): for a restart, or for a scale-in (`autoscale`).
     pub(super) fn drained(&mut self, b: usize) {
         let backend = &self.backends[b];
         if backend.draining && backend.open == 0 {
-            self.exit_for_restart(b);
+            if self.scaler.is_some() {
+                self.scaled_in_exit(b);
+            } else {
+                self.exit_for_restart(b);
+            }
         }
     }
 
     /// The drain deadline of backend `b`: the sessions still open end `shutdown` and it
     /// exits. Nothing when it emptied and exited before.
     pub(super) fn drain_deadline(&mut self, b: usize) {
-        if self.backends[b].draining {
+        if self.scaler.is_some() {
+            self.scaled_drain_deadline(b);
+        } else if self.backends[b].draining {
             self.exit_for_restart(b);
         }
     }
@@ -108,13 +114,20 @@ impl Engine<'_> {
 // === reconnects ===
 
 impl Engine<'_> {
+    /// The share of cut clients that reconnect, and after how long: the rolling restart's
+    /// or the autoscaler's (a scenario has at most one of them).
+    fn reconnect_terms(&self) -> (f64, f64) {
+        match (&self.sc.rolling_restart, &self.sc.autoscaler) {
+            (Some(r), _) => (r.reconnect_share, r.reconnect_after_s),
+            (None, Some(a)) => (a.reconnect_share, a.reconnect_after_s),
+            (None, None) => panic!("a cut without a rolling restart or an autoscaler"),
+        }
+    }
+
     /// Session `id`, about to be cut, will come back `reconnect_after_s` from now with the
     /// rest of its plan, unless its client is one of those who give up.
-    fn schedule_reconnect(&mut self, id: u32) {
-        let (share, after) = {
-            let r = self.rolling_restart();
-            (r.reconnect_share, r.reconnect_after_s)
-        };
+    pub(super) fn schedule_reconnect(&mut self, id: u32) {
+        let (share, after) = self.reconnect_terms();
         let s = &mut self.sessions[id as usize];
         // Drawn only when a share is asked for: 0 and 1 leave the session's stream as is.
         if share <= 0.0 || (share < 1.0 && !s.rng.chance(share)) {

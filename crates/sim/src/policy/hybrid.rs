@@ -54,15 +54,7 @@ fn secs(s: f64) -> Duration {
 impl Hybrid {
     /// The policy with the scenario's capacity parameters.
     pub fn new(scenario: &Scenario, mode: HybridMode) -> Self {
-        let k = &scenario.capacity;
-        let config = CapacityConfig::builder()
-            .target_utilisation(k.target)
-            .safety_scaler(k.safety_scaler)
-            .window(secs(scenario.reports.window_s))
-            .report_interval(secs(scenario.reports.interval_s))
-            .slow_start(secs(k.slow_start_s))
-            .build()
-            .expect("scenario validation admits only valid capacity parameters");
+        let config = scenario.capacity_config();
         let n = scenario.backend_count();
         Self {
             mode,

@@ -180,12 +180,54 @@ pub(super) const RESTART_COLUMNS: &[Column] = &[
     ),
 ];
 
+/// Shown after [`COLUMNS`] when the scenario has an autoscaler.
+pub(super) const AUTOSCALE_COLUMNS: &[Column] = &[
+    col(
+        "scale-in: sessions cut",
+        "si-cut",
+        |s| s.autoscale.map_or(0.0, |a| a.cut as f64),
+        Format::Count,
+        false,
+    ),
+    col(
+        "backend-seconds",
+        "backend-s",
+        |s| s.autoscale.map_or(0.0, |a| a.backend_seconds),
+        Format::Count,
+        false,
+    ),
+    col(
+        "peak backends",
+        "peak-bk",
+        |s| s.autoscale.map_or(0.0, |a| f64::from(a.peak_backends)),
+        Format::Count,
+        false,
+    ),
+];
+
 /// The columns of `result`'s tables: [`COLUMNS`], then [`RESTART_COLUMNS`] when any
-/// policy's run had a rolling restart.
+/// policy's run had a rolling restart, then [`AUTOSCALE_COLUMNS`] when any had an
+/// autoscaler.
 pub(super) fn columns(result: &ScenarioResult) -> Vec<&'static Column> {
-    let restart = result.policies.iter().any(|p| p.summary.restart.is_some());
-    let extra = if restart { RESTART_COLUMNS } else { &[] };
-    COLUMNS.iter().chain(extra).collect()
+    let any = |f: fn(&crate::Summary) -> bool| result.policies.iter().any(|p| f(&p.summary));
+    let restart = if any(|s| s.restart.is_some()) {
+        RESTART_COLUMNS
+    } else {
+        &[]
+    };
+    let scaled = if any(|s| s.autoscale.is_some()) {
+        AUTOSCALE_COLUMNS
+    } else {
+        &[]
+    };
+    COLUMNS.iter().chain(restart).chain(scaled).collect()
+}
+
+/// Whether `columns` holds any of `group`'s.
+pub(super) fn holds(columns: &[&Column], group: &[Column]) -> bool {
+    columns
+        .iter()
+        .any(|c| group.iter().any(|g| g.short == c.short))
 }
 
 /// The column called `short`, among all there are.
@@ -193,6 +235,7 @@ pub(super) fn column(short: &str) -> Option<&'static Column> {
     COLUMNS
         .iter()
         .chain(RESTART_COLUMNS)
+        .chain(AUTOSCALE_COLUMNS)
         .find(|c| c.short == short)
 }
 

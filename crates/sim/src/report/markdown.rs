@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::RunMeta;
-use super::columns::{COLUMNS, Column, columns};
+use super::columns::{AUTOSCALE_COLUMNS, Column, RESTART_COLUMNS, columns, holds};
 use super::plot::{LATENCY_SVG, SPREAD_SVG};
 use super::verdict::{Verdict, verdict};
 use crate::sim_result::ScenarioResult;
@@ -84,11 +84,22 @@ const RESTART_FOOTNOTE: &str = "Rolling restart: *sessions cut* are the open ses
     of the window only, to the backends taking the load (the overloaded assignments column \
     is the whole run's, fleet-wide).\n\n";
 
+const AUTOSCALE_FOOTNOTE: &str = "Autoscaler: each row is one signal/scale-in variant \
+    (`crates/sim/scenarios/README.md`). *Scale-in: sessions cut* are the open sessions a \
+    scale-in ended (`shutdown`: all of the removed backend's at once for `random` and \
+    `emptiest`, those still open at the drain deadline for `drain`); their clients reconnect \
+    like a restart's. *Backend-seconds* are the cost: every backend's seconds from its \
+    scale-up (starting included) to its exit (draining included), over the arrival window; \
+    *peak backends* the most provisioned at once.\n\n";
+
 /// The footnotes under a table with `columns`.
 fn footnotes(out: &mut String, columns: &[&Column]) {
     out.push_str(FOOTNOTE);
-    if columns.len() > COLUMNS.len() {
+    if holds(columns, RESTART_COLUMNS) {
         out.push_str(RESTART_FOOTNOTE);
+    }
+    if holds(columns, AUTOSCALE_COLUMNS) {
+        out.push_str(AUTOSCALE_FOOTNOTE);
     }
 }
 

@@ -157,6 +157,7 @@ pub(crate) mod tests {
                 naive_max_error: 11 * i,
             },
             restart: None,
+            autoscale: None,
         }
     }
 

@@ -151,7 +151,13 @@ fn run_with_progress(
     jobs: usize,
     show: bool,
 ) -> ScenarioResult {
-    let bar = ProgressBar::new((seeds.len() * policies.len()) as u64);
+    // With an autoscaler every policy runs once per variant.
+    let variants = scenario
+        .autoscaler
+        .as_ref()
+        .map_or(1, |a| a.variants().len());
+    let per_seed = policies.len() * variants;
+    let bar = ProgressBar::new((seeds.len() * per_seed) as u64);
     if show {
         bar.set_style(
             ProgressStyle::with_template(
@@ -177,7 +183,7 @@ fn run_with_progress(
                     sc.seed = seed;
                     // A drain past the horizon reports 1.0 more than once: count each
                     // policy's end once.
-                    let mut done = vec![false; policies.len()];
+                    let mut done = vec![false; per_seed];
                     let r = run(&sc, policies, &mut |i, fraction| {
                         if fraction >= 1.0 && !std::mem::replace(&mut done[i], true) {
                             bar.inc(1);
