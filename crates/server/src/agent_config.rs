@@ -9,6 +9,7 @@ use livecount_capacity::CapacityConfig;
 use livecount_report::inband::InbandFormat;
 use tokio::net::TcpListener;
 
+use crate::flag_values::{MAX_SECS, finite, seconds, share};
 use crate::otlp_args::{OtlpArgs, OtlpConfig};
 
 /// Everything `livecount-agent serve` can be told.
@@ -72,9 +73,6 @@ pub struct AgentConfig {
     pub inband_grpc: Option<InbandFormat>,
 }
 
-/// The longest duration any flag takes: a week. A deadline computed from a flag
-/// (`Instant::now() + d`) therefore cannot overflow.
-pub(crate) const MAX_SECS: f64 = 7.0 * 24.0 * 3600.0;
 /// The shortest session length or idle timeout: 1 ms (zero would end every session at once).
 const MIN_TIMEOUT_SECS: f64 = 0.001;
 /// The shortest report interval: faster reports would only burn CPU.
@@ -313,43 +311,7 @@ fn available_cores() -> f64 {
     std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
 }
 
-// === value parsers (clap prefixes each message with the flag and the value) ===
-
-/// A finite number: `NaN`, `inf` and words are refused.
-pub(crate) fn finite(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() => Ok(x),
-        _ => Err("expected a finite number".into()),
-    }
-}
-
-/// Seconds in `min..=max`, as a `Duration` (which `max` keeps far from overflowing).
-pub(crate) fn seconds(
-    min: f64,
-    max: f64,
-) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |text| {
-        let s = finite(text)?;
-        if (min..=max).contains(&s) {
-            Ok(Duration::from_secs_f64(s))
-        } else {
-            Err(format!(
-                "{} s is out of range (allowed {min}..={max} s)",
-                text.trim()
-            ))
-        }
-    }
-}
-
-/// A share in `0..=1`.
-pub(crate) fn share(text: &str) -> Result<f64, String> {
-    let x = finite(text)?;
-    if (0.0..=1.0).contains(&x) {
-        Ok(x)
-    } else {
-        Err(format!("{x} is out of range (allowed 0..=1)"))
-    }
-}
+// === value parsers of this command's own flags (the shared ones: `flag_values`) ===
 
 fn target_utilisation(text: &str) -> Result<f64, String> {
     let x = finite(text)?;

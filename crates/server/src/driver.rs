@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::agent_config::{MAX_SECS, seconds, share};
+use crate::flag_values::{MAX_SECS, seconds, share};
 
 /// The most sessions one drive opens.
 const MAX_SESSIONS: u32 = 100_000;

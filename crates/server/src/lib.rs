@@ -70,6 +70,7 @@ mod agent_config;
 pub mod conversation;
 pub mod driver;
 pub mod first_chunk_clock;
+mod flag_values;
 pub mod generated;
 pub mod grpc_agent;
 mod otlp_args;

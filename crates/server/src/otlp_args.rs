@@ -7,7 +7,7 @@ use std::time::Duration;
 use livecount_report::LoadBoard;
 use livecount_report::otlp::{self, OtlpError, OtlpHandle};
 
-use crate::agent_config::seconds;
+use crate::flag_values::seconds;
 
 /// Where and how often the agent pushes its load reports as OTLP metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
