@@ -19,7 +19,12 @@
 //! the request itself for an explicit bound. Descriptors are counted in `/proc/self/fd`
 //! (Linux) or `/dev/fd` (macOS, the BSDs); where neither can be read they count as 0.
 
-use crate::serve::MAX_DEFAULT_PENDING;
+/// The ceiling of the default bound on pending connections (the bound is otherwise half
+/// the descriptor limit minus the descriptors open): a real client is pending for a round
+/// trip, so even 100 000 new connections a second keep only a few hundred pending, while
+/// a higher limit (servers often run with 1 048 576) would let an attacker hold that many
+/// half-sent heads, and their buffers, for a whole head timeout.
+pub const MAX_DEFAULT_PENDING: usize = 4096;
 
 /// Descriptors an explicit bound leaves free beyond those open at start: the listener's
 /// next `accept`, and a few files or sockets the application opens meanwhile.

@@ -372,6 +372,8 @@ mod watch;
 mod websocket;
 
 pub use body::SessionBody;
+#[cfg(feature = "serve")]
+pub use descriptor_budget::MAX_DEFAULT_PENDING;
 pub use drain::{Drained, drain};
 pub use feed::{LoadFeed, LoadMetric};
 pub use future::ResponseFuture;
@@ -390,8 +392,8 @@ pub use report::{BackendLoad, Metric};
 pub use request_body::{BoxError, MessageTooLarge, RequestBody};
 #[cfg(feature = "serve")]
 pub use serve::{
-    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_HEADER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT,
-    MAX_DEFAULT_PENDING, Serve, ServeFuture, WithGracefulShutdown, serve,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_HEADER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT, Serve,
+    ServeFuture, WithGracefulShutdown, serve,
 };
 #[cfg(feature = "axum")]
 pub use socket_end::{IntoEndReason, SocketEnd};

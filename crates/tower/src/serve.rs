@@ -63,16 +63,10 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The default largest request head, bytes: 32 KiB is nginx's default total for header
 /// lines (`large_client_header_buffers 4 8k`), above what browsers send with their
-/// cookies, and keeps [`MAX_DEFAULT_PENDING`] half-sent heads under 128 MiB of buffers
-/// (hyper's own bound is its ~400 KiB read buffer). A larger head is answered 431.
+/// cookies, and keeps [`MAX_DEFAULT_PENDING`](crate::MAX_DEFAULT_PENDING) half-sent heads
+/// under 128 MiB of buffers (hyper's own bound is its ~400 KiB read buffer). A larger head
+/// is answered 431.
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 32 * 1024;
-
-/// The ceiling of the default bound on pending connections (the bound is otherwise half
-/// the descriptor limit minus the descriptors open): a real client is pending for a round
-/// trip, so even 100 000 new connections a second keep only a few hundred pending, while
-/// a higher limit (servers often run with 1 048 576) would let an attacker hold that many
-/// half-sent heads, and their buffers, for a whole head timeout.
-pub const MAX_DEFAULT_PENDING: usize = 4096;
 
 /// hyper adds the head timeout to the clock, which must not overflow.
 const MAX_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
@@ -177,10 +171,10 @@ impl<S> Serve<S> {
 
     /// Holds at most `max` connections not yet upgraded or closed; at the bound a new one
     /// closes the oldest still waiting for a request head (else the oldest). Default: half
-    /// the soft
-    /// `RLIMIT_NOFILE` minus the descriptors open when the server starts, at most
-    /// [`MAX_DEFAULT_PENDING`]. An explicit bound is still capped at the limit minus the
-    /// descriptors open minus 32, so that the listener keeps working; at least 1.
+    /// the soft `RLIMIT_NOFILE` minus the descriptors open when the server starts, at
+    /// most [`MAX_DEFAULT_PENDING`](crate::MAX_DEFAULT_PENDING). An explicit bound is still
+    /// capped at the limit minus the descriptors open minus 32, so that the listener keeps
+    /// working; at least 1.
     ///
     /// ```
     /// # async fn doc(listener: tokio::net::TcpListener, app: axum::Router) {
