@@ -68,7 +68,8 @@ mod report_exporter;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use otlp_builder::{ExportStats, OtlpBuilder, OtlpError, OtlpHandle, check_endpoint};
+pub use otlp_builder::{OtlpBuilder, OtlpError, OtlpHandle, check_endpoint};
+pub use report_exporter::ExportStats;
 
 use crate::LoadBoard;
 

@@ -12,7 +12,7 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use tonic::transport::Endpoint;
 
 use super::instruments::{Cycle, register};
-use super::report_exporter::{ReportExporter, Sink, Stats};
+use super::report_exporter::{ExportStats, ReportExporter, Sink, Stats};
 use super::{DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MIN_INTERVAL, names};
 use crate::LoadBoard;
 
@@ -199,18 +199,6 @@ fn default_resource(name: &str) -> Resource {
 pub struct OtlpHandle {
     provider: Option<SdkMeterProvider>,
     stats: Arc<Stats>,
-}
-
-/// What an export has done so far: [`OtlpHandle::stats`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ExportStats {
-    /// Requests the receiver accepted whole.
-    pub succeeded: u64,
-    /// Requests that failed: refused, timed out, or partly rejected.
-    pub failed: u64,
-    /// The last failure, if any.
-    pub last_error: Option<String>,
 }
 
 impl OtlpHandle {

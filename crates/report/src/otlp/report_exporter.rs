@@ -19,7 +19,7 @@ use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use tonic::transport::Channel;
 
 use super::instruments::Cycle;
-use super::{ExportStats, names};
+use super::names;
 use crate::LoadReport;
 
 /// Where requests go: the collector, or (in unit tests) a list.
@@ -47,6 +47,18 @@ pub(crate) struct ReportExporter {
     start: SystemTime,
     stats: Arc<Stats>,
     shut_down: AtomicBool,
+}
+
+/// What an export has done so far: [`OtlpHandle::stats`](super::OtlpHandle::stats).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExportStats {
+    /// Requests the receiver accepted whole.
+    pub succeeded: u64,
+    /// Requests that failed: refused, timed out, or partly rejected.
+    pub failed: u64,
+    /// The last failure, if any.
+    pub last_error: Option<String>,
 }
 
 /// What the exports did, shared with the handle.
