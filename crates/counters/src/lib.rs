@@ -122,6 +122,9 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
+#[cfg(livecount_audit)]
+#[doc(hidden)]
+pub mod audit;
 mod cell_table;
 mod counter;
 mod cpu;

@@ -4,6 +4,10 @@
 //! prefixed (`livecount_loom`, `livecount_shuttle`) so that turning a checker on for this crate
 //! does not switch tokio, crossbeam or anything else into its own loom mode.
 //!
+//! A third cfg, `livecount_audit` (with neither checker), keeps `std`'s primitives but hands
+//! out atomics that record every write's cache line and thread first: the contention audit
+//! (`crate::audit`, `scripts/audit.sh`). Without it the atomics here are `std`'s own.
+//!
 //! A leaf, like sharded-slab's `sync.rs` and tokio's `loom` shim: it knows primitives only,
 //! never this crate's types (the thread-index pool lives in `thread_id`, its cache in
 //! `index_cache`). What differs between the backends beyond the primitives is said here once:
@@ -12,7 +16,13 @@
 
 #[cfg(not(any(livecount_loom, livecount_shuttle)))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+    // Under `livecount_audit`, the same atomics with every write recorded (see `crate::audit`);
+    // otherwise `std`'s themselves, so a normal build is not touched by the audit.
+    #[cfg(livecount_audit)]
+    pub(crate) use crate::audit::{AtomicPtr, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::atomic::Ordering;
+    #[cfg(not(livecount_audit))]
+    pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
     pub(crate) use std::sync::{Mutex, MutexGuard};
     pub(crate) use std::thread_local;
 

@@ -34,7 +34,7 @@
 //! reuse slots as eagerly as possible.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
+use std::sync::atomic::Ordering as StdOrdering;
 
 use crossbeam_utils::CachePadded;
 use livecount::Counter;
@@ -43,12 +43,14 @@ use crate::clock::CoarseClock;
 use crate::lifecycle::Lifecycle;
 use crate::reason::EndReason;
 use crate::start_error::StartError;
+use crate::sync::plain::{AtomicPtr, AtomicU64 as StdAtomicU64};
 use crate::sync::{Ordering, UnsafeCell};
 // `std` even under loom: the tracker state's counts are `Arc`'s protocol (Relaxed adds, a
 // Release subtract and an Acquire fence at zero), and as loom atomics they multiplied the
 // models' state space twentyfold while adding nothing the slot word's models do not check.
+use crate::sync::plain::AtomicUsize;
 use crate::tally::Tally;
-use std::sync::atomic::{AtomicUsize, fence};
+use std::sync::atomic::fence;
 
 /// Slots per batch (a refill, a give-back, a carve); page `k` holds `BATCH << k` slots.
 const BATCH: usize = if cfg!(livecount_loom) { 1 } else { 32 };
@@ -233,7 +235,7 @@ pub(crate) struct Shared<C: Counter, M> {
     pub(crate) clock: CoarseClock,
     pages: [AtomicPtr<CachePadded<Slot<C, M>>>; PAGES],
     /// The index of the first slot never handed out.
-    carved: std::sync::atomic::AtomicUsize,
+    carved: AtomicUsize,
     pool: Pool,
 }
 
@@ -251,7 +253,7 @@ impl<C: Counter, M> Shared<C, M> {
             sequence: StdAtomicU64::new(1),
             clock: CoarseClock::new(),
             pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
-            carved: std::sync::atomic::AtomicUsize::new(0),
+            carved: AtomicUsize::new(0),
             pool: Pool::default(),
         });
         NonNull::from(Box::leak(shared))

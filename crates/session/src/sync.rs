@@ -1,4 +1,6 @@
-//! The one place that chooses between `std` and `loom` primitives.
+//! The one place that chooses between `std` and `loom` primitives (and, under the
+//! `livecount_audit` cfg, `std`'s atomics with their writes recorded: see `livecount`'s
+//! `sync` and `scripts/audit.sh`).
 //!
 //! Production code imports `crate::sync::…` and never mentions loom. The cfg is prefixed
 //! (`livecount_loom`) so turning the model checker on for this workspace does not switch
@@ -17,7 +19,13 @@
 
 #[cfg(not(livecount_loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+    // Under `livecount_audit`, `std`'s atomics with every write recorded (`livecount::audit`,
+    // one recorder for both crates); otherwise `std`'s themselves.
+    #[cfg(livecount_audit)]
+    pub(crate) use livecount::audit::{AtomicBool, AtomicU64};
+    #[cfg(not(livecount_audit))]
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64};
+    pub(crate) use std::sync::atomic::{Ordering, fence};
     pub(crate) use std::sync::{Mutex, MutexGuard};
 
     /// One waker slot: the last registered waker, taken and woken by `wake`.
@@ -53,8 +61,12 @@ mod imp {
         }
 
         /// Runs `f` with a mutable pointer to the contents; the caller upholds exclusivity.
+        /// Under `livecount_audit` it counts as a write of the cell's first line.
         #[inline]
+        #[cfg_attr(livecount_audit, track_caller)]
         pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            #[cfg(livecount_audit)]
+            livecount::audit::record(self.0.get().addr(), std::panic::Location::caller());
             f(self.0.get())
         }
 
@@ -92,6 +104,16 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+/// Atomics that stay `std`'s even under loom (the session table's pages, carve cursor and
+/// reference counts, and a slot's last activity: see `slots`), and are recorded under
+/// `livecount_audit` like the rest.
+pub(crate) mod plain {
+    #[cfg(all(livecount_audit, not(livecount_loom)))]
+    pub(crate) use livecount::audit::{AtomicPtr, AtomicU64, AtomicUsize};
+    #[cfg(not(all(livecount_audit, not(livecount_loom))))]
+    pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
+}
 
 /// Locks `mutex`, ignoring poison: every critical section in this crate leaves its data
 /// consistent before anything that could panic.
