@@ -109,7 +109,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod agent_check;
-mod cpu;
 #[cfg(feature = "orca")]
 pub mod generated;
 #[cfg(feature = "orca")]
@@ -129,11 +128,9 @@ mod prequal_probe;
 mod prequal_sample;
 pub mod prometheus;
 mod served_report;
+mod utilisation_source;
 
 pub use agent_check::serve_agent_check;
-pub use cpu::{
-    ManualUtilisation, ManualUtilisationHandle, ProcessCpu, UtilisationSource, process_cpu_time,
-};
 #[cfg(feature = "orca")]
 pub use health::health_service;
 #[cfg(feature = "http")]
@@ -145,3 +142,6 @@ pub use orca::OrcaService;
 pub use prequal_estimator::PrequalEstimator;
 pub use prequal_probe::{LATENCY_US_HEADER, PrequalProbe, RIF_HEADER};
 pub use served_report::ServedReport;
+pub use utilisation_source::{
+    ManualUtilisation, ManualUtilisationHandle, ProcessCpu, UtilisationSource, process_cpu_time,
+};

@@ -13,8 +13,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::PrequalEstimator;
-use crate::cpu::{ProcessCpu, UtilisationSource};
 use crate::load_report::{LoadReport, unix_ms};
+use crate::utilisation_source::{ProcessCpu, UtilisationSource};
 
 /// Builds load reports from tracker snapshots, utilisation and the hybrid capacity model,
 /// and publishes the latest one for every encoder to read.
@@ -335,7 +335,7 @@ impl fmt::Debug for LoadBoard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::ManualUtilisation;
+    use crate::utilisation_source::ManualUtilisation;
 
     fn config() -> CapacityConfig {
         let ten = Duration::from_secs(10);

@@ -2,7 +2,7 @@
 //! `--max-sessions`), the load board and the shutdown signal — and how each transport's
 //! library type is configured from the agent's flags.
 //!
-//! The transports live beside it: [`websocket`](crate::websocket) (HTTP, WebSocket
+//! The transports live beside it: [`http_router`](crate::http_router) (HTTP, WebSocket
 //! sessions through `livecount_tower::WebSocketSessions`, `/load`, `/metrics`),
 //! [`grpc_agent`](crate::grpc_agent) (gRPC sessions under `livecount_tower::SessionLayer`,
 //! and ORCA), and [`RunningAgent`](crate::RunningAgent) starts and stops them. Admission,

@@ -68,15 +68,15 @@
 mod agent;
 mod agent_config;
 pub mod conversation;
-pub mod driver;
 pub mod first_chunk_clock;
 mod flag_values;
 pub mod generated;
 pub mod grpc_agent;
+mod http_router;
+pub mod load_driver;
 mod otlp_args;
 pub mod protocol;
 mod running_agent;
-mod websocket;
 
 pub use agent::Agent;
 pub use agent_config::{AgentConfig, ServeArgs};

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use crate::agent_config::listen;
 use crate::conversation::burn;
 use crate::grpc_agent::serve_grpc;
-use crate::websocket::{router, scrape_router};
+use crate::http_router::{router, scrape_router};
 use crate::{Agent, AgentConfig};
 
 /// A started agent: its bound addresses and how to stop it.

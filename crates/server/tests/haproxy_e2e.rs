@@ -18,7 +18,7 @@ mod common;
 use common::lb::{
     Fleet, Timeline, assert_shares, ended_by, free_port, new_sessions, share_table, write_report,
 };
-use livecount_server::driver::{DriveConfig, drive};
+use livecount_server::load_driver::{DriveConfig, drive};
 
 fn haproxy() -> PathBuf {
     common::lb::tool(&["haproxy", "/usr/sbin/haproxy"], "-v")

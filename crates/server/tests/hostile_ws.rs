@@ -66,7 +66,7 @@ async fn started(a: &RunningAgent, n: u64) {
 async fn load_active(a: &RunningAgent) -> u64 {
     let now = a.agent.publish().sequence;
     for _ in 0..20 {
-        let load = livecount_server::driver::fetch_load(&a.http.to_string())
+        let load = livecount_server::load_driver::fetch_load(&a.http.to_string())
             .await
             .unwrap();
         if load["sequence"].as_u64() >= Some(now) {

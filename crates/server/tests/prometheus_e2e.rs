@@ -25,7 +25,7 @@ mod common;
 
 use common::Procs;
 use common::lb::{Fleet, Timeline, free_port, write_report};
-use livecount_server::driver::{DriveConfig, DriveSummary, drive};
+use livecount_server::load_driver::{DriveConfig, DriveSummary, drive};
 
 /// Every agent's `--max-sessions`: small, so a capacity estimate above it would show.
 const MAX_SESSIONS: f64 = 30.0;
@@ -61,7 +61,7 @@ fn encode(s: &str) -> String {
 
 /// `GET path` on `addr`: the status and body, or `None` if the server did not answer.
 async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
-    livecount_server::driver::http_get(addr, path).await
+    livecount_server::load_driver::http_get(addr, path).await
 }
 
 /// One series of an instant query's result: its distinguishing label and its value.

@@ -30,7 +30,7 @@ mod outcome;
 
 use clients::{Record, Transport, load};
 use common::lb::{Fleet, Sample, Timeline, free_port, load_of, report_dirs, report_text, tool};
-use livecount_server::driver::fetch_load;
+use livecount_server::load_driver::fetch_load;
 use outcome::{Outcome, Restart, plot, table};
 
 /// The drain's deadline in drain mode (`--drain-secs`); a cut run's sessions are judged

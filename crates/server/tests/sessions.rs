@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{agent, reasons, settled};
 use futures_util::{SinkExt, StreamExt};
 use livecount_server::RunningAgent;
-use livecount_server::driver::fetch_load;
+use livecount_server::load_driver::fetch_load;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::Procs;
-use livecount_server::driver::fetch_load;
+use livecount_server::load_driver::fetch_load;
 
 const BIN: &str = env!("CARGO_BIN_EXE_livecount-agent");
 const PER_DRIVER: u64 = 550;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use crate::report::{BackendLoad, Metric};
+use crate::backend_load::{BackendLoad, Metric};
 use crate::source::LoadSource;
 
 /// How long the feed's task waits after a source error before asking again.

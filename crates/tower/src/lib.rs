@@ -256,7 +256,7 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //! * `tests/layer.rs`: every reason produced exactly once; a stream counted until its last
 //!   frame; 64 parallel requests counted while in flight and balanced at the end; over a
 //!   real hyper server, bodiless responses (`HEAD`, 204, 304) complete, not cancel.
-//! * `tests/websocket.rs`, `tests/example.rs`: real axum servers on loopback and
+//! * `tests/websocket_sessions.rs`, `tests/example.rs`: real axum servers on loopback and
 //!   tokio-tungstenite clients: a drain lets open sockets finish (a handler told to wrap
 //!   up), refuses new ones 503 + `Retry-After`, and closes the rest 1012 at its deadline
 //!   (`Shutdown`); a refused upgrade counts nothing, a failed one or a panicking handler
@@ -338,6 +338,7 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 #![deny(unsafe_op_in_unsafe_fn)]
 #![forbid(unsafe_code)]
 
+mod backend_load;
 mod body;
 #[cfg(feature = "serve")]
 mod busy;
@@ -356,7 +357,6 @@ mod load;
 mod orca_source;
 #[cfg(feature = "serve")]
 mod pending;
-mod report;
 mod request_body;
 #[cfg(feature = "serve")]
 mod serve;
@@ -369,8 +369,9 @@ mod source;
 mod tracked_socket;
 mod watch;
 #[cfg(feature = "axum")]
-mod websocket;
+mod websocket_sessions;
 
+pub use backend_load::{BackendLoad, Metric};
 pub use body::SessionBody;
 #[cfg(feature = "serve")]
 pub use descriptor_budget::MAX_DEFAULT_PENDING;
@@ -388,7 +389,6 @@ pub use limits::{
 pub use load::SessionLoad;
 #[cfg(feature = "orca")]
 pub use orca_source::{DRAINING_SEQUENCE, OrcaLoadSource};
-pub use report::{BackendLoad, Metric};
 pub use request_body::{BoxError, MessageTooLarge, RequestBody};
 #[cfg(feature = "serve")]
 pub use serve::{
@@ -403,4 +403,4 @@ pub use source::{HttpLoadSource, LoadSource};
 #[cfg(feature = "axum")]
 pub use tracked_socket::TrackedSocket;
 #[cfg(feature = "axum")]
-pub use websocket::{DEFAULT_CLOSE_TIMEOUT, WebSocketSessions, tracked_upgrade};
+pub use websocket_sessions::{DEFAULT_CLOSE_TIMEOUT, WebSocketSessions, tracked_upgrade};

@@ -15,7 +15,7 @@ use livecount_report::orca::{
 use tonic::Streaming;
 use tonic::transport::Endpoint;
 
-use crate::report::BackendLoad;
+use crate::backend_load::BackendLoad;
 use crate::source::LoadSource;
 use crate::source::invalid;
 

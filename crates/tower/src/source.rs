@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{Interval, MissedTickBehavior};
 
-use crate::report::BackendLoad;
+use crate::backend_load::BackendLoad;
 
 /// A stream of one backend's load reports, driven by a [`LoadFeed`](crate::LoadFeed)'s
 /// background task.

@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use livecount_server::driver::{DriveConfig, drive};
+use livecount_server::load_driver::{DriveConfig, drive};
 use livecount_server::{AgentConfig, RunningAgent, ServeArgs};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 

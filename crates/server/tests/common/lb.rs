@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use livecount_report::LoadReport;
-use livecount_server::driver::fetch_load;
+use livecount_server::load_driver::fetch_load;
 
 use super::Procs;
 

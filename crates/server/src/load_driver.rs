@@ -87,7 +87,7 @@ impl DriveConfig {
     /// Parses `drive` flags (without `drive` itself); errors name the flag.
     ///
     /// ```
-    /// use livecount_server::driver::DriveConfig;
+    /// use livecount_server::load_driver::DriveConfig;
     ///
     /// let args = ["--target", "127.0.0.1:8080", "--sessions", "-5"].map(String::from);
     /// let error = DriveConfig::from_args(&args).unwrap_err();
