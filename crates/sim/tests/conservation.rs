@@ -1,5 +1,5 @@
 //! Conservation laws: every arrival (and every client reconnecting after a rolling restart
-//! cut it) is assigned, rejected or dropped exactly once, every assigned session (a
+//! or a scale-in cut it) is assigned, rejected or dropped exactly once, every assigned session (a
 //! reconnected one's second part too) ends exactly once, and the exactly-once (tracked)
 //! counter never drifts from the truth. Checked on the bundled scenarios (shortened) and on
 //! random small ones.
@@ -12,7 +12,8 @@ use proptest::prelude::*;
 
 fn check_conservation(p: &PolicyResult) {
     let m = &p.summary;
-    let reconnects = m.restart.map_or(0, |r| r.reconnects);
+    let reconnects =
+        m.restart.map_or(0, |r| r.reconnects) + m.autoscale.map_or(0, |a| a.reconnects);
     assert_eq!(
         m.arrivals + reconnects,
         m.assigned + m.rejected + m.dropped,
@@ -23,6 +24,10 @@ fn check_conservation(p: &PolicyResult) {
         // Only a cut client reconnects, at most once per cut.
         assert!(r.reconnects <= r.cut, "{}: {r:?}", p.policy);
         assert_eq!(r.cut, m.ended["shutdown"], "{}: {m:?}", p.policy);
+    }
+    if let Some(a) = m.autoscale {
+        assert!(a.reconnects <= a.cut, "{}: {a:?}", p.policy);
+        assert_eq!(a.cut, m.ended["shutdown"], "{}: {m:?}", p.policy);
     }
     assert_eq!(
         m.ended.values().sum::<u64>(),
@@ -102,6 +107,38 @@ mod bundled_scenario_shortened {
         slow_backends,
         stale_reports,
     );
+}
+
+/// The autoscaled bundled scenarios, shortened (and with a tenth of their sessions):
+/// every signal × scale-in variant conserves arrivals, reconnects and ends, and a drain
+/// never cuts before its deadline.
+#[test]
+fn bundled_autoscaled_scenarios_shortened() {
+    for name in [
+        "autoscale_steady",
+        "autoscale_diurnal_silent",
+        "autoscale_flash_crowd",
+        "autoscale_long_sessions",
+        "autoscale_long_slow_scale_in",
+    ] {
+        let mut s = shortened(name);
+        s.arrivals.target_concurrent = s.arrivals.target_concurrent.map(|n| n / 10.0);
+        let a = s.autoscaler.as_ref().expect("autoscaled");
+        let (variants, deadline) = (a.variants().len(), a.drain_deadline_s);
+        let result = run(&s, &["p2c_sessions".to_owned()], &mut |_, _| {});
+        assert_eq!(result.policies.len(), variants, "{name}");
+        for p in &result.policies {
+            check_conservation(p);
+            let scaled = p.summary.autoscale.expect("an autoscale summary");
+            if let (Some(w), Some(d)) = (scaled.shortest_drain_before_cut_s, deadline) {
+                assert!(
+                    w >= d - 1e-9,
+                    "{name} {}: cut after {w} s of drain",
+                    p.policy
+                );
+            }
+        }
+    }
 }
 
 /// The knobs of a small random scenario.

@@ -90,7 +90,8 @@ const AUTOSCALE_FOOTNOTE: &str = "Autoscaler: each row is one signal/scale-in va
     `emptiest`, those still open at the drain deadline for `drain`); their clients reconnect \
     like a restart's. *Backend-seconds* are the cost: every backend's seconds from its \
     scale-up (starting included) to its exit (draining included), over the arrival window; \
-    *peak backends* the most provisioned at once.\n\n";
+    *peak backends* the most provisioned at once. The backends counted in the header are \
+    the pool the autoscaler starts them from.\n\n";
 
 /// The footnotes under a table with `columns`.
 fn footnotes(out: &mut String, columns: &[&Column]) {

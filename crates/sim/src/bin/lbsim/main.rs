@@ -26,6 +26,7 @@ use livecount_sim::report::{self, RunMeta};
 use livecount_sim::{Scenario, ScenarioResult, policy, run};
 
 mod cli;
+mod factors;
 mod summary;
 
 use cli::{Cli, Command, RunOptions};

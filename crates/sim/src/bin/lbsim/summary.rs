@@ -1,12 +1,15 @@
 //! `lbsim summary`: one markdown table of which policy wins each headline metric in every
 //! scenario, read from the committed `results.json` files; a win is claimed only where the
-//! winner's 95 % interval clears every other policy's.
+//! winner's 95 % interval clears every other policy's. Autoscaled scenarios get their own
+//! table (variants for policies) and one by factor (`factors`).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use livecount_sim::ScenarioResult;
 use livecount_sim::report::{Verdict, verdict};
+
+use crate::factors;
 
 /// The headline metrics: (short column name, header).
 const METRICS: [(&str, &str); 5] = [
@@ -77,6 +80,7 @@ pub(crate) fn render(results: &[ScenarioResult]) -> String {
              `signal/scale-in` (docs/autoscaling.md).\n\n",
         );
         table(&mut t, &autoscaled, &AUTOSCALE_METRICS);
+        factors::table(&mut t, &autoscaled, &AUTOSCALE_METRICS);
     }
     t
 }
