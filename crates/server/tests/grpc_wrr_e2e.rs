@@ -19,16 +19,14 @@
 //! The client's channel is new in each run, so the client waits (`--warmup`) for the first
 //! ORCA report and C-core's blackout period before its first session.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
 
-use common::Procs;
 use common::grpc_client::*;
-use common::lb::{Fleet, Timeline, assert_shares, new_sessions, share_table, write_report};
+use common::lb::{Fleet, Timeline, assert_shares, share_table, write_report};
 
 /// What C-core reports for a stream the agent's HTTP/2 layer reset (`PROTOCOL_ERROR`).
 const AUTHORITY_CODE: &str = "INTERNAL";
@@ -39,22 +37,8 @@ const AUTHORITY_DETAILS: &str =
 #[ignore = "needs grpcio (scripts/lb_tools.sh); run by scripts/test.sh"]
 async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
     let started = Instant::now();
-    let python = python();
     let mut fleet = Fleet::start("grpcwrr", 3, 2, &[]);
-    let stubs = stubs(&python, &fleet.dir);
-    let targets = fleet
-        .backends
-        .iter()
-        .map(|b| format!("127.0.0.1:{}", b.grpc))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut client = Client {
-        python,
-        stubs,
-        dir: fleet.dir.clone(),
-        targets,
-        procs: Procs(Vec::new()),
-    };
+    let mut client = Client::for_fleet(&fleet);
     fleet.ready().await;
 
     // 1. C-core's default :authority (the target list) is refused below the service.
@@ -86,100 +70,18 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
     // lets C-core read the loaded reports before its first call.
     let warm = fleet.warm_cold_backends().await;
     let timeline = Timeline::record(&fleet);
-    let recording = Instant::now();
-    let before = fleet.loads().await;
-    let run = client
-        .run(
-            "balance",
-            &[
-                "--sessions",
-                "60",
-                "--ramp",
-                "6",
-                "--hold-min",
-                "4",
-                "--hold-max",
-                "6",
-                "--kill-share",
-                "0.3",
-                "--seed",
-                "7",
-                "--warmup",
-                "2.5",
-            ],
-            Duration::from_secs(45),
-        )
-        .await;
-    let warmed = warm.len() as u64;
-    for w in warm {
-        w.close().await;
-    }
-    let after = fleet.settled(&[0, 1, 2]).await;
-    // The share table's mean weights are over the balancing run (the timeline goes on).
-    let balance_secs = recording.elapsed().as_secs_f64();
-    let new = new_sessions(&before, &after);
-    let (opened, closed, cancelled) = (
-        count(&run, "opened"),
-        count(&run, "closed"),
-        count(&run, "cancelled"),
-    );
-    eprintln!(
-        "balance run: {opened} opened, {closed} closed, {cancelled} cancelled, failures {}; \
-         new sessions per backend (b3 hot): {new:?}",
-        run["failures"]
-    );
-    assert_eq!(count(&run, "failed"), 0, "{}", run["failures"]);
-    assert_eq!(count(&run, "unfinished"), 0);
-    assert_eq!(opened, 60);
-    assert!(cancelled > 0 && closed > 0);
-    assert_eq!(closed + cancelled, 60);
-    assert_eq!(
-        new.iter().sum::<u64>(),
-        opened,
-        "every session counted once"
-    );
-    let ended = minus(&reasons(&after), &reasons(&before));
-    let expected: BTreeMap<String, u64> = ended
-        .keys()
-        .map(|k| {
-            let n = match k.as_str() {
-                "completed" => closed + warmed,
-                "cancelled" => cancelled,
-                _ => 0,
-            };
-            (k.clone(), n)
-        })
-        .collect();
-    assert_eq!(
-        ended, expected,
-        "bye ends Completed (the warm-up sessions too) and a C-core cancel Cancelled, once each"
-    );
-    assert_shares("grpc", &new, fleet.hot);
+    let balance = balance_wave(&mut client, &fleet, warm, &[]).await;
+    let (run, new) = (&balance.run, &balance.new);
+    assert_shares("grpc", new, fleet.hot);
 
     // C-core used every report (none with qps or utilisation ≤ 0), and weighed the hot
     // backend below both cold ones.
     let ignored = run["weights"]["not_updating"].as_array().unwrap();
     assert!(ignored.is_empty(), "C-core ignored reports: {ignored:?}");
-    let weights = weights_seen(&run, &fleet);
-    for (b, w) in fleet.backends.iter().zip(&weights) {
-        eprintln!(
-            "{}: C-core weights (reports used, min, median, max): {w:?}",
-            b.name
-        );
-    }
-    let median = |i: usize| weights[i].expect("C-core weighed every backend").2;
-    assert!(
-        median(2) < median(0).min(median(1)),
-        "the hot backend weighs least: {weights:?}"
-    );
+    let weights = hot_weighs_least(run, &fleet);
     // The weights of the first scheduler C-core built with all three known (before, round
     // robin: no weights yet, or in the blackout period), and of the last.
-    let schedulers: Vec<String> = run["weights"]["schedulers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| labelled(s, &fleet))
-        .collect();
+    let schedulers = schedulers(run, &fleet);
     let first_weights = schedulers.first().cloned().unwrap_or_default();
     let last_weights = schedulers.last().cloned().unwrap_or_default();
     eprintln!("C-core's schedulers: first {first_weights}, last {last_weights}");
@@ -290,21 +192,11 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
     let elapsed = started.elapsed();
     let balance_samples: Vec<_> = samples
         .iter()
-        .filter(|s| s.t <= balance_secs)
+        .filter(|s| s.t <= balance.secs)
         .cloned()
         .collect();
-    let table = share_table(&fleet, &new, &balance_samples);
-    let mut weight_table = String::from(
-        "| backend | ORCA reports C-core used | min | median | max |\n\
-         | --- | ---: | ---: | ---: | ---: |\n",
-    );
-    for (b, w) in fleet.backends.iter().zip(&weights) {
-        let (n, lo, mid, hi) = w.unwrap_or_default();
-        weight_table.push_str(&format!(
-            "| {} | {n} | {lo:.3} | {mid:.3} | {hi:.3} |\n",
-            b.name
-        ));
-    }
+    let table = share_table(&fleet, new, &balance_samples);
+    let weight_table = weight_table(&fleet, &weights, "ORCA reports");
     let config = serde_json::to_string_pretty(&run["options"]).unwrap();
     let body = format!(
         "A stock gRPC C-core client (Python `grpcio` 1.85, `tests/lb/grpc_wrr_client.py`) on \
@@ -315,8 +207,7 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
          ## New sessions\n\n{table}\n\
          (Weights: what each agent advertised, mean over the {balance_secs:.1} s of this \
          run, sampled from `/load`.) \
-         Client: {opened} opened, {closed} closed with bye (`completed` on the agents), \
-         {cancelled} cancelled (`cancelled` on the agents), 0 failed.\n\n\
+         {client}\n\n\
          ## Weights C-core computed\n\n\
          From C-core's `weighted_round_robin_lb` trace: each ORCA report's \
          `rps_fractional ÷ application_utilization` (the backend's headroom in thousandths of a session). \
@@ -340,6 +231,8 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
             .unwrap_or_default()
             .trim_start_matches("ipv4:"),
         elapsed.as_secs_f64(),
+        balance_secs = balance.secs,
+        client = balance.summary(),
     );
     let dir = write_report(
         "grpc",

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::Procs;
-use super::lb::Fleet;
+use super::lb::{Fleet, WarmSession, new_sessions};
 
 pub(crate) fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -156,4 +156,198 @@ pub(crate) fn weights_seen(summary: &Value, fleet: &Fleet) -> Vec<Option<(u64, f
             ))
         })
         .collect()
+}
+
+impl Client {
+    /// A client of `fleet`'s three agents' `--grpc` addresses, its stubs generated into the
+    /// fleet's directory.
+    pub(crate) fn for_fleet(fleet: &Fleet) -> Client {
+        let python = python();
+        let stubs = stubs(&python, &fleet.dir);
+        let targets = fleet
+            .backends
+            .iter()
+            .map(|b| format!("127.0.0.1:{}", b.grpc))
+            .collect::<Vec<_>>()
+            .join(",");
+        Client {
+            python,
+            stubs,
+            dir: fleet.dir.clone(),
+            targets,
+            procs: Procs(Vec::new()),
+        }
+    }
+}
+
+/// The balancing wave's sessions.
+const WAVE_SESSIONS: u64 = 60;
+
+/// The client's arguments for the balancing wave beside `--sessions` [`WAVE_SESSIONS`]: over
+/// 6 s, each held 4–6 s, 30 % cancelled abruptly, after a 2.5 s warm-up that lets C-core
+/// read the loaded reports before its first call.
+const WAVE_ARGS: [&str; 12] = [
+    "--ramp",
+    "6",
+    "--hold-min",
+    "4",
+    "--hold-max",
+    "6",
+    "--kill-share",
+    "0.3",
+    "--seed",
+    "7",
+    "--warmup",
+    "2.5",
+];
+
+/// What a balancing wave did: the client's summary and the agents' new sessions.
+pub(crate) struct BalanceWave {
+    /// The client's summary of the run (`balance.json`).
+    pub(crate) run: Value,
+    /// New sessions per backend over the wave (the warm-up sessions not among them).
+    pub(crate) new: Vec<u64>,
+    /// Sessions the client opened, closed with `bye`, and cancelled abruptly.
+    pub(crate) opened: u64,
+    pub(crate) closed: u64,
+    pub(crate) cancelled: u64,
+    /// Seconds from the wave's start until every backend settled.
+    pub(crate) secs: f64,
+}
+
+impl BalanceWave {
+    /// The client's counts, as the reports state them.
+    pub(crate) fn summary(&self) -> String {
+        format!(
+            "Client: {} opened, {} closed with bye (`completed` on the agents), {} cancelled \
+             (`cancelled` on the agents), 0 failed.",
+            self.opened, self.closed, self.cancelled
+        )
+    }
+}
+
+/// The balancing wave both C-core tests run (`grpc_wrr_e2e`, `grpc_percall_e2e`): the run
+/// called `balance` with `extra` arguments, [`WAVE_SESSIONS`] and [`WAVE_ARGS`], then the
+/// `warm` sessions (one held on each cold backend, outside the wave's counts) closed and
+/// every backend settled.
+/// Checks that no session failed or was left open, and that the agents counted each
+/// session once and each ending by its reason: `bye` `Completed` (the warm-up sessions'
+/// too), a C-core cancel `Cancelled`, nothing else.
+pub(crate) async fn balance_wave(
+    client: &mut Client,
+    fleet: &Fleet,
+    warm: Vec<WarmSession>,
+    extra: &[&str],
+) -> BalanceWave {
+    let recording = Instant::now();
+    let before = fleet.loads().await;
+    let sessions = WAVE_SESSIONS.to_string();
+    let args: Vec<&str> = (extra.iter().copied())
+        .chain(["--sessions", &sessions])
+        .chain(WAVE_ARGS)
+        .collect();
+    let run = client.run("balance", &args, Duration::from_secs(45)).await;
+    let warmed = warm.len() as u64;
+    for w in warm {
+        w.close().await;
+    }
+    let after = fleet.settled(&[0, 1, 2]).await;
+    let secs = recording.elapsed().as_secs_f64();
+    let new = new_sessions(&before, &after);
+    let (opened, closed, cancelled) = (
+        count(&run, "opened"),
+        count(&run, "closed"),
+        count(&run, "cancelled"),
+    );
+    eprintln!(
+        "balance run: {opened} opened, {closed} closed, {cancelled} cancelled, failures {}; \
+         new sessions per backend (b3 hot): {new:?}",
+        run["failures"]
+    );
+    assert_eq!(count(&run, "failed"), 0, "{}", run["failures"]);
+    assert_eq!(count(&run, "unfinished"), 0);
+    assert_eq!(opened, WAVE_SESSIONS);
+    assert!(cancelled > 0 && closed > 0);
+    assert_eq!(closed + cancelled, WAVE_SESSIONS);
+    assert_eq!(
+        new.iter().sum::<u64>(),
+        opened,
+        "every session counted once"
+    );
+    let ended = minus(&reasons(&after), &reasons(&before));
+    let expected: BTreeMap<String, u64> = ended
+        .keys()
+        .map(|k| {
+            let n = match k.as_str() {
+                "completed" => closed + warmed,
+                "cancelled" => cancelled,
+                _ => 0,
+            };
+            (k.clone(), n)
+        })
+        .collect();
+    assert_eq!(
+        ended, expected,
+        "bye ends Completed (the warm-up sessions too) and a C-core cancel Cancelled, once each"
+    );
+    BalanceWave {
+        run,
+        new,
+        opened,
+        closed,
+        cancelled,
+        secs,
+    }
+}
+
+/// C-core's weights per backend over `run` ([`weights_seen`]), printed, after checking that
+/// it weighed every backend and the hot one below every cold one (by the median).
+pub(crate) fn hot_weighs_least(run: &Value, fleet: &Fleet) -> Vec<Option<(u64, f64, f64, f64)>> {
+    let weights = weights_seen(run, fleet);
+    for (b, w) in fleet.backends.iter().zip(&weights) {
+        eprintln!(
+            "{}: C-core weights (reports used, min, median, max): {w:?}",
+            b.name
+        );
+    }
+    let median = |i: usize| weights[i].expect("C-core weighed every backend").2;
+    let coldest = (0..weights.len())
+        .filter(|&i| i != fleet.hot)
+        .map(median)
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        median(fleet.hot) < coldest,
+        "the hot backend weighs least: {weights:?}"
+    );
+    weights
+}
+
+/// C-core's schedulers over `run` with every backend's weight known, as [`labelled`].
+pub(crate) fn schedulers(run: &Value, fleet: &Fleet) -> Vec<String> {
+    run["weights"]["schedulers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| labelled(s, fleet))
+        .collect()
+}
+
+/// The report's table of C-core's weights per backend; `reports` names the reports it used.
+pub(crate) fn weight_table(
+    fleet: &Fleet,
+    weights: &[Option<(u64, f64, f64, f64)>],
+    reports: &str,
+) -> String {
+    let mut table = format!(
+        "| backend | {reports} C-core used | min | median | max |\n\
+         | --- | ---: | ---: | ---: | ---: |\n"
+    );
+    for (b, w) in fleet.backends.iter().zip(weights) {
+        let (n, lo, mid, hi) = w.unwrap_or_default();
+        table.push_str(&format!(
+            "| {} | {n} | {lo:.3} | {mid:.3} | {hi:.3} |\n",
+            b.name
+        ));
+    }
+    table
 }
