@@ -92,89 +92,23 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
     // (about 2 sessions of headroom, weight ~2 000), and its first session raises that to
     // tens or hundreds of sessions: without this, the first cold backend whose loaded
     // report Envoy applies takes every new session for up to a report period (see
-    // docs/lb/envoy.md). Loaded means more than 10 sessions of headroom (10 000 units).
+    // docs/lb/envoy.md). Loaded: above `WARM_LOADED` sessions of headroom.
     let warm = fleet.warm_cold_backends().await;
-    let start = Instant::now();
-    loop {
-        let view = hosts(&envoy, &fleet).await.unwrap_or_default();
-        let weighted = view
-            .iter()
-            .enumerate()
-            .all(|(i, h)| i == fleet.hot || h.weight > 10_000);
-        if weighted && view.len() == fleet.backends.len() {
-            eprintln!("Envoy weights with one session per cold backend: {view:?}");
-            break;
-        }
-        assert!(
-            start.elapsed() < STEP,
-            "Envoy never applied the cold backends' loaded weights: {view:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_loaded_weights(&envoy, &fleet, |view| view.len() == fleet.backends.len()).await;
 
     // Phase 1: 60 sessions over 6 s, each held 4–6 s and speaking every 700 ms; 30 % of
     // the clients are killed (connection cut with the stream open), the rest say bye.
     let timeline = Timeline::record(&fleet);
-    let (envoy_weights, weights_task) = record_weights(&envoy, &fleet);
-    let before = fleet.loads().await;
-    let plans: Vec<Plan> = (0..60)
-        .map(|i| Plan {
-            hold: Duration::from_millis(4000 + 500 * (i % 5)),
-            speak_every: Duration::from_millis(700),
-            kill: matches!(i % 10, 1 | 4 | 7),
-        })
-        .collect();
-    let tally = wave(front, plans, Duration::from_millis(100), 4).await;
-    let warmed = warm.len() as u64;
-    for w in warm {
-        w.close().await;
-    }
-    let after = fleet.settled(&[0, 1, 2]).await;
-    weights_task.abort();
-    let samples = timeline.stop();
-    let envoy_weights = std::mem::take(&mut *envoy_weights.lock().unwrap());
-    let new = new_sessions(&before, &after);
-    eprintln!("phase 1: clients {tally:?}; new sessions per backend (b3 hot) {new:?}");
-    assert_eq!(
-        (tally.opened, tally.killed, tally.closed),
-        (60, 18, 42),
-        "{tally:?}"
-    );
-    assert_eq!(
-        new.iter().sum::<u64>(),
-        60,
-        "every session reached a backend once"
-    );
-    let reasons: Vec<(&str, u64)> = ["completed", "cancelled", "disconnected", "failed"]
-        .iter()
-        .map(|&r| (r, ended_by(&before, &after, r)))
-        .collect();
-    eprintln!("phase 1: ended by reason {reasons:?}");
-    // Through Envoy a cut client connection is a reset of the upstream stream (Envoy
-    // keeps its own HTTP/2 connection to the backend) with RST_STREAM INTERNAL_ERROR,
-    // which the backend's transport reports as a failed request body: `Disconnected`,
-    // exactly as a cut direct connection is. Nothing ends `Cancelled`.
-    assert_eq!(
-        ended_by(&before, &after, "disconnected"),
-        tally.killed,
-        "killed clients end Disconnected, once: {reasons:?}"
-    );
-    assert_eq!(
-        ended_by(&before, &after, "completed"),
-        tally.closed + warmed,
-        "clean closes (and the warm-up sessions) end Completed, once: {reasons:?}"
-    );
-    assert_eq!(ended_by(&before, &after, "cancelled"), 0, "{reasons:?}");
-    assert_eq!(ended_by(&before, &after, "failed"), 0, "{reasons:?}");
-    let table = share_table(&fleet, &new, &samples);
-    let envoy_mean = mean_weights(&envoy_weights, fleet.backends.len());
-    for (s, w) in samples.iter().zip(&envoy_weights).step_by(4) {
+    let steady = steady_wave(&envoy, &fleet, warm, timeline, None).await;
+    let table = share_table(&fleet, &steady.new, &steady.samples);
+    let envoy_mean = mean_weights(&steady.envoy_weights, fleet.backends.len());
+    for (s, w) in steady.samples.iter().zip(&steady.envoy_weights).step_by(4) {
         eprintln!(
             "t={:4.1} active {:?} orca {:.1?} envoy {:?}",
             s.t, s.active, s.orca_weight, w
         );
     }
-    assert_shares("envoy", &new, 2);
+    assert_shares("envoy", &steady.new, fleet.hot);
     let (received, errors, stream_failures, streams) = orca_stats(&envoy).await;
     eprintln!(
         "ORCA at Envoy: reports_received {received}, report_errors {errors}, \
@@ -189,7 +123,7 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
     );
     eprintln!(
         "{table}Envoy host weights (mean of {}): {envoy_mean:.1?}",
-        envoy_weights.len()
+        steady.envoy_weights.len()
     );
 
     // Phase 2: 12 held sessions, SIGTERM b1 under them; then new sessions go to b2/b3.
@@ -267,7 +201,8 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
     // The report.
     let secs = t0.elapsed().as_secs_f64();
     let mean = |i: usize| {
-        samples.iter().map(|s| s.orca_weight[i]).sum::<f64>() / samples.len().max(1) as f64
+        steady.samples.iter().map(|s| s.orca_weight[i]).sum::<f64>()
+            / steady.samples.len().max(1) as f64
     };
     let body = format!(
         "Three agents (`--cores 1 --work-ms 1 --report-secs 0.5`; b3 burns 90 % of its core) \
@@ -299,17 +234,18 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
          next 10 sessions all succeeded, b2 {l0} and b3 (hot) {l1}.\n\n\
          Test duration {secs:.1} s.\n\n\
          ## Config (`deploy/envoy/envoy.yaml.in`, as rendered)\n\n```yaml\n{config}```\n",
-        killed = tally.killed,
-        closed = tally.closed,
-        n = envoy_weights.len(),
+        warmed = steady.warmed,
+        killed = steady.tally.killed,
+        closed = steady.tally.closed,
+        n = steady.envoy_weights.len(),
         e0 = envoy_mean[0],
         e1 = envoy_mean[1],
         e2 = envoy_mean[2],
         m0 = mean(0),
         m1 = mean(1),
         m2 = mean(2),
-        disconnected = ended_by(&before, &after, "disconnected"),
-        completed = ended_by(&before, &after, "completed"),
+        disconnected = ended_by(&steady.before, &steady.after, "disconnected"),
+        completed = ended_by(&steady.before, &steady.after, "completed"),
         l0 = late[0],
         l1 = late[1],
     );
@@ -318,7 +254,7 @@ async fn envoy_weighs_backends_by_orca_and_counts_return_to_zero() {
         "Envoy client-side WRR with ORCA",
         &body,
         &fleet,
-        &samples,
+        &steady.samples,
     );
     eprintln!("report: {}; test took {secs:.1} s", dir.display());
 }

@@ -123,16 +123,6 @@ fn probe(
     (calls, task)
 }
 
-fn plans(n: u64, hold: impl Fn(u64) -> Duration, kill: impl Fn(u64) -> bool) -> Vec<Plan> {
-    (0..n)
-        .map(|i| Plan {
-            hold: hold(i),
-            speak_every: Duration::from_millis(700),
-            kill: kill(i),
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs envoy (scripts/lb_tools.sh); run by scripts/test.sh"]
 async fn envoy_weighs_backends_by_inband_orca_reports() {
@@ -185,99 +175,36 @@ async fn envoy_weighs_backends_by_inband_orca_reports() {
     // its model's prior).
     let (probes, probing) = probe(front, Duration::from_millis(100));
     let warm = fleet.warm_cold_backends().await;
-    let start = Instant::now();
-    loop {
-        let view = hosts(&envoy, &fleet).await.unwrap_or_default();
-        let weighted = view
-            .iter()
-            .enumerate()
-            .all(|(i, h)| i == fleet.hot || h.weight > 10_000);
-        if weighted && avoided(&view, fleet.hot) {
-            eprintln!("Envoy weights with one session per cold backend: {view:?}");
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "Envoy never applied the cold backends' loaded weights: {view:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_loaded_weights(&envoy, &fleet, |view| avoided(view, fleet.hot)).await;
     let wave_start = first.elapsed().as_secs_f64();
-    let (envoy_weights, weights_task) = record_weights(&envoy, &fleet);
-    let before = fleet.loads().await;
-    let tally = wave(
-        front,
-        plans(
-            60,
-            |i| Duration::from_millis(4000 + 500 * (i % 5)),
-            |i| matches!(i % 10, 1 | 4 | 7),
-        ),
-        Duration::from_millis(100),
-        4,
-    )
-    .await;
-    let warmed = warm.len() as u64;
-    for w in warm {
-        w.close().await;
-    }
-    probing.abort();
-    let after = fleet.settled(&[0, 1, 2]).await;
-    weights_task.abort();
-    let samples = timeline.stop();
-    let envoy_weights = std::mem::take(&mut *envoy_weights.lock().unwrap());
-    let new = new_sessions(&before, &after);
+    let steady = steady_wave(&envoy, &fleet, warm, timeline, Some(probing)).await;
     let probes = probes.load(std::sync::atomic::Ordering::Relaxed);
-    eprintln!(
-        "steady: clients {tally:?}; new sessions per backend (b3 hot) {new:?}; {probes} probes"
-    );
-    assert_eq!(
-        (tally.opened, tally.killed, tally.closed),
-        (60, 18, 42),
-        "{tally:?}"
-    );
-    assert_eq!(
-        new.iter().sum::<u64>(),
-        60,
-        "every session reached a backend once"
-    );
-    let reasons: Vec<(&str, u64)> = ["completed", "cancelled", "disconnected", "failed"]
-        .iter()
-        .map(|&r| (r, ended_by(&before, &after, r)))
-        .collect();
-    assert_eq!(
-        ended_by(&before, &after, "disconnected"),
-        tally.killed,
-        "{reasons:?}"
-    );
-    assert_eq!(
-        ended_by(&before, &after, "completed"),
-        tally.closed + warmed,
-        "{reasons:?}"
-    );
-    assert_eq!(ended_by(&before, &after, "cancelled"), 0, "{reasons:?}");
-    assert_eq!(ended_by(&before, &after, "failed"), 0, "{reasons:?}");
-    let wave_samples: Vec<Sample> = samples
+    eprintln!("steady: {probes} probes");
+    let wave_samples: Vec<Sample> = steady
+        .samples
         .iter()
         .filter(|s| s.t >= wave_start)
         .cloned()
         .collect();
-    let table = share_table(&fleet, &new, &wave_samples);
-    let envoy_mean = mean_weights(&envoy_weights, fleet.backends.len());
+    let table = share_table(&fleet, &steady.new, &wave_samples);
+    let envoy_mean = mean_weights(&steady.envoy_weights, fleet.backends.len());
     eprintln!(
         "{table}Envoy host weights (mean of {}): {envoy_mean:.1?}",
-        envoy_weights.len()
+        steady.envoy_weights.len()
     );
-    let envoy_offset = wave_samples.len().saturating_sub(envoy_weights.len());
+    let envoy_offset = wave_samples
+        .len()
+        .saturating_sub(steady.envoy_weights.len());
     for (k, s) in wave_samples.iter().enumerate().step_by(2) {
         let envoy_now = k
             .checked_sub(envoy_offset)
-            .and_then(|j| envoy_weights.get(j));
+            .and_then(|j| steady.envoy_weights.get(j));
         eprintln!(
             "t={:4.1} active {:?} advertised {:.0?} envoy {:?}",
             s.t, s.active, s.orca_weight, envoy_now
         );
     }
-    assert_shares("envoy in-band", &new, fleet.hot);
+    assert_shares("envoy in-band", &steady.new, fleet.hot);
 
     // 3. Out-of-band on the same fleet: how long until its weights avoid the hot backend.
     let (oob, _) = start_envoy(&mut fleet, OOB_TEMPLATE, "envoy-oob");
@@ -333,21 +260,22 @@ async fn envoy_weighs_backends_by_inband_orca_reports() {
         c0 = cold_new[0],
         c1 = cold_new[1],
         c2 = cold_new[2],
-        killed = tally.killed,
-        closed = tally.closed,
-        n = envoy_weights.len(),
+        warmed = steady.warmed,
+        killed = steady.tally.killed,
+        closed = steady.tally.closed,
+        n = steady.envoy_weights.len(),
         e0 = envoy_mean[0],
         e1 = envoy_mean[1],
         e2 = envoy_mean[2],
-        disconnected = ended_by(&before, &after, "disconnected"),
-        completed = ended_by(&before, &after, "completed"),
+        disconnected = ended_by(&steady.before, &steady.after, "disconnected"),
+        completed = ended_by(&steady.before, &steady.after, "completed"),
     );
     let dir = write_report(
         "envoy-inband",
         "Envoy client-side WRR with in-band ORCA",
         &body,
         &fleet,
-        &samples,
+        &steady.samples,
     );
     eprintln!("report: {}; test took {secs:.1} s", dir.display());
 }

@@ -20,7 +20,9 @@ use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Status, Streaming};
 
-use super::lb::{Fleet, free_port};
+use super::lb::{
+    Fleet, Sample, Timeline, WARM_LOADED, WarmSession, ended_by, free_port, new_sessions,
+};
 
 /// The Envoy cluster's name in the template.
 pub(crate) const CLUSTER: &str = "agents";
@@ -268,6 +270,22 @@ pub(crate) struct Plan {
     pub(crate) kill: bool,
 }
 
+/// `n` clients speaking every 700 ms, client `i` holding its session `hold(i)` and killed
+/// at the end if `kill(i)`.
+pub(crate) fn plans(
+    n: u64,
+    hold: impl Fn(u64) -> Duration,
+    kill: impl Fn(u64) -> bool,
+) -> Vec<Plan> {
+    (0..n)
+        .map(|i| Plan {
+            hold: hold(i),
+            speak_every: Duration::from_millis(700),
+            kill: kill(i),
+        })
+        .collect()
+}
+
 /// Runs one session through `ch` (for a killed client, a channel through `cut`'s relay).
 pub(crate) async fn session(
     ch: Channel,
@@ -398,4 +416,132 @@ pub(crate) fn mean_weights(samples: &[Vec<u32>], n: usize) -> Vec<f64> {
             samples.iter().map(|s| f64::from(s[i])).sum::<f64>() / len
         })
         .collect()
+}
+
+// === The steady-state wave both Envoy tests run ===
+
+/// The Envoy weight of a cold backend that has learned what a warm session costs:
+/// [`WARM_LOADED`] sessions of headroom, in thousandths of a session (Envoy's weight is the
+/// ORCA report's `rps_fractional ÷ application_utilization`).
+const LOADED_WEIGHT: f64 = WARM_LOADED * 1000.0;
+
+/// Waits (at most [`STEP`]) until Envoy weighs every cold backend above [`LOADED_WEIGHT`]
+/// (after [`Fleet::warm_cold_backends`]) and `also` holds of its view; prints the weights.
+pub(crate) async fn wait_for_loaded_weights(
+    envoy: &Envoy,
+    fleet: &Fleet,
+    also: impl Fn(&[HostView]) -> bool,
+) {
+    let start = Instant::now();
+    loop {
+        let view = hosts(envoy, fleet).await.unwrap_or_default();
+        let weighted = view
+            .iter()
+            .enumerate()
+            .all(|(i, h)| i == fleet.hot || f64::from(h.weight) > LOADED_WEIGHT);
+        if weighted && also(&view) {
+            eprintln!("Envoy weights with one session per cold backend: {view:?}");
+            return;
+        }
+        assert!(
+            start.elapsed() < STEP,
+            "Envoy never applied the cold backends' loaded weights: {view:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What the steady-state wave did, for the test's checks and report.
+pub(crate) struct SteadyWave {
+    /// How the clients ended.
+    pub(crate) tally: Tally,
+    /// New sessions per backend over the wave (the warm-up sessions not among them).
+    pub(crate) new: Vec<u64>,
+    /// Every backend's report before the wave and once all settled after it.
+    pub(crate) before: Vec<livecount_report::LoadReport>,
+    pub(crate) after: Vec<livecount_report::LoadReport>,
+    /// The fleet's timeline, stopped once the fleet settled.
+    pub(crate) samples: Vec<Sample>,
+    /// Envoy's host weights, sampled during the wave.
+    pub(crate) envoy_weights: Vec<Vec<u32>>,
+    /// The warm-up sessions (one per cold backend), closed after the wave.
+    pub(crate) warmed: u64,
+}
+
+/// The steady-state wave both Envoy tests run (`envoy_e2e`, `envoy_inband_e2e`): 60 gRPC
+/// `Converse` sessions through `envoy`, one every 100 ms on 4 shared channels, each held
+/// 4–6 s and speaking every 700 ms; 30 % of the clients are killed (connection cut with the
+/// stream open), the rest say `bye`. Then the `warm` sessions are closed, `probing` (calls
+/// that keep in-band weights fresh, if any) stopped, every backend settled, and `timeline`
+/// stopped.
+///
+/// Checks every session reached a backend once and each ending was counted once by its
+/// reason. Through Envoy a cut client connection is a reset of the upstream stream (Envoy
+/// keeps its own HTTP/2 connection to the backend) with `RST_STREAM` `INTERNAL_ERROR`,
+/// which the backend's transport reports as a failed request body: `Disconnected`, exactly
+/// as a cut direct connection is. Nothing ends `Cancelled` or `Failed`.
+pub(crate) async fn steady_wave(
+    envoy: &Envoy,
+    fleet: &Fleet,
+    warm: Vec<WarmSession>,
+    timeline: Timeline,
+    probing: Option<JoinHandle<()>>,
+) -> SteadyWave {
+    let (envoy_weights, weights_task) = record_weights(envoy, fleet);
+    let before = fleet.loads().await;
+    let plans = plans(
+        60,
+        |i| Duration::from_millis(4000 + 500 * (i % 5)),
+        |i| matches!(i % 10, 1 | 4 | 7),
+    );
+    let tally = wave(envoy.front(), plans, Duration::from_millis(100), 4).await;
+    let warmed = warm.len() as u64;
+    for w in warm {
+        w.close().await;
+    }
+    if let Some(probing) = probing {
+        probing.abort();
+    }
+    let after = fleet.settled(&[0, 1, 2]).await;
+    weights_task.abort();
+    let samples = timeline.stop();
+    let envoy_weights = std::mem::take(&mut *envoy_weights.lock().unwrap());
+    let new = new_sessions(&before, &after);
+    eprintln!("wave: clients {tally:?}; new sessions per backend (b3 hot) {new:?}");
+    assert_eq!(
+        (tally.opened, tally.killed, tally.closed),
+        (60, 18, 42),
+        "{tally:?}"
+    );
+    assert_eq!(
+        new.iter().sum::<u64>(),
+        60,
+        "every session reached a backend once"
+    );
+    let reasons: Vec<(&str, u64)> = ["completed", "cancelled", "disconnected", "failed"]
+        .iter()
+        .map(|&r| (r, ended_by(&before, &after, r)))
+        .collect();
+    eprintln!("wave: ended by reason {reasons:?}");
+    assert_eq!(
+        ended_by(&before, &after, "disconnected"),
+        tally.killed,
+        "killed clients end Disconnected, once: {reasons:?}"
+    );
+    assert_eq!(
+        ended_by(&before, &after, "completed"),
+        tally.closed + warmed,
+        "clean closes (and the warm-up sessions) end Completed, once: {reasons:?}"
+    );
+    assert_eq!(ended_by(&before, &after, "cancelled"), 0, "{reasons:?}");
+    assert_eq!(ended_by(&before, &after, "failed"), 0, "{reasons:?}");
+    SteadyWave {
+        tally,
+        new,
+        before,
+        after,
+        samples,
+        envoy_weights,
+        warmed,
+    }
 }

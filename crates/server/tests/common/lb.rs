@@ -690,7 +690,7 @@ const WARM_STEADY_FOR: Duration = Duration::from_secs(2);
 /// Headroom (sessions) a cold backend advertises once it has learned what a warm session
 /// costs: an idle agent's prior says about 2, and the first reports with a session, which
 /// carry the connection's setup, say about as little until the cost average forgets them.
-const WARM_LOADED: f64 = 10.0;
+pub(crate) const WARM_LOADED: f64 = 10.0;
 
 /// The longest the warm-up waits for [`WARM_SPREAD`] before the wave goes anyway.
 const WARM_SETTLE: Duration = Duration::from_secs(15);
