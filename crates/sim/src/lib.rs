@@ -43,6 +43,12 @@
 //!   session.
 //!   Sessions may differ in their work (a log-normal cost factor), and backends may be slow
 //!   in a way their CPU does not show.
+//! * **Autoscaling** (optional, [`autoscaler`]): an HPA v2-like controller resizes the
+//!   fleet from a pool on average CPU, active sessions per backend or the hybrid model's
+//!   share of effective capacity, with the HPA's tolerance, stabilization windows and rate
+//!   policies and a startup delay; a scale-in cuts a random backend, cuts the emptiest, or
+//!   drains the emptiest to a deadline; every (signal, scale-in) pair is a row of the
+//!   report ([`Variant`], [`run_variant`]).
 //! * **The balancer** — one proxy or several independent ones — sees only reports, its own
 //!   sends and open streams ([`policy::BackendView`]), the time to first stream of its own
 //!   sessions, and Prequal probe replies (requests in flight and the latency at them, by
@@ -58,9 +64,11 @@
 //! # Correctness
 //!
 //! `tests/` check that a seed reproduces a run bit for bit, that every arrival (and every
-//! reconnect after a restart's cut) is assigned, rejected or dropped exactly once and every
-//! assigned session ends exactly once, and each metric against a hand-computed tiny
-//! scenario.
+//! reconnect after a restart's or a scale-in's cut) is assigned, rejected or dropped exactly
+//! once and every assigned session ends exactly once, and each metric against a
+//! hand-computed tiny scenario. The HPA's arithmetic is checked on hand-computed cases
+//! (`autoscaler/hpa_tests.rs`), and the drained scale-in never cuts a session before its
+//! deadline over many seeded runs (`engine/autoscale_tests.rs`).
 
 #![warn(missing_docs)]
 // One `unsafe` block in the crate: the prefetch hint in `engine/fetch_ahead.rs`.
