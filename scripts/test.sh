@@ -10,6 +10,8 @@
 #      requirements, not pins: a service on an older tokio can depend on them);
 #   2. loom models (scripts/loom.sh): exhaustive interleavings under the C++ memory model;
 #   3. shuttle models (scripts/shuttle.sh): eight threads, random and PCT schedules;
+#   3b. the contention audit (scripts/audit.sh): which threads write which cache lines, at 8
+#      and 64 threads, against each counter's and the tracker's design (seconds);
 #   4. a short fuzz run of every target on stable (fuzz/run.sh), FUZZ_SECONDS each
 #      (default 10; 0 skips it). New inputs go to a scratch directory.
 #
@@ -62,6 +64,9 @@ scripts/loom.sh
 
 step "shuttle"
 scripts/shuttle.sh
+
+step "contention audit"
+scripts/audit.sh
 
 if [[ "${FUZZ_SECONDS:-10}" != 0 ]]; then
     step "fuzz (${FUZZ_SECONDS:-10} s per target)"

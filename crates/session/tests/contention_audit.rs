@@ -40,7 +40,11 @@ fn same_thread(tracker: &SessionTracker, threads: usize) -> (Audit, u64) {
 }
 
 fn hand_off(tracker: &SessionTracker, threads: usize) -> (Audit, u64) {
-    let pairs = (threads / 2).max(1);
+    assert!(
+        threads >= 2 && threads.is_multiple_of(2),
+        "a hand-off runs pairs of threads, not {threads}"
+    );
+    let pairs = threads / 2;
     type Channel = (SyncSender<Session>, Mutex<Receiver<Session>>);
     let channels: Vec<Channel> = (0..pairs)
         .map(|_| {
@@ -48,7 +52,7 @@ fn hand_off(tracker: &SessionTracker, threads: usize) -> (Audit, u64) {
             (tx, Mutex::new(rx))
         })
         .collect();
-    let audit = audit::run(2 * pairs, |i| {
+    let audit = audit::run(threads, |i| {
         let (tx, rx) = &channels[i / 2];
         if i % 2 == 0 {
             for _ in 0..PAIRS {
@@ -117,11 +121,14 @@ fn a_session_on_its_own_thread_writes_no_shared_line() {
 
 #[test]
 fn a_handed_off_session_shares_only_its_slot_and_the_batch_counts() {
-    for threads in audit::thread_counts() {
+    for threads in audit::thread_counts()
+        .into_iter()
+        .filter(|&n| n >= 2 && n.is_multiple_of(2))
+    {
         let result = hand_off(&SessionTracker::new(), threads);
         report("hand-off", threads, &result);
         let elsewhere = shared_outside(&result.0, &HAND_OFF_SITES);
-        let first_use = FIRST_USE_PER_THREAD * 2 * (threads as u64 / 2).max(1);
+        let first_use = FIRST_USE_PER_THREAD * threads as u64;
         assert!(
             elsewhere.values().sum::<u64>() <= first_use,
             "{threads} threads: shared writes outside the slot and the table: {elsewhere:?}"

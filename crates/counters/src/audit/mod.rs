@@ -115,8 +115,14 @@ pub fn emit(workload: &str, counter: &str, threads: usize, pairs: u64, audit: &A
         return;
     };
     let dir = std::path::Path::new(&dir);
-    let append = |name: &str, text: &str| {
+    // A file's first writer gives it its header.
+    let append = |name: &str, header: &str, text: &str| {
         let path = dir.join(name);
+        let text = if path.exists() {
+            text.to_owned()
+        } else {
+            format!("{header}{text}")
+        };
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -125,8 +131,11 @@ pub fn emit(workload: &str, counter: &str, threads: usize, pairs: u64, audit: &A
         file.write_all(text.as_bytes())
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     };
-    append("audit.tsv", &format!("{line}\n"));
-    append("shared-lines.md", &groups);
+    append("audit.tsv", &format!("{COLUMNS}\n"), &format!("{line}\n"));
+    let title = "# Shared lines, named by the source lines that write them\n\nWritten by \
+                 `scripts/audit.sh --report`: every 128-byte block that more than one thread \
+                 wrote, grouped by the source lines that wrote it; writes per start+end pair.\n";
+    append("shared-lines.md", title, &groups);
 }
 
 /// The thread counts to audit: `LIVECOUNT_AUDIT_THREADS` (comma-separated) or 8 and 64.
