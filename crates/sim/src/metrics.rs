@@ -148,6 +148,7 @@ impl Collector {
             cv,
             max_utilisation: max_u,
             mean_utilisation: utilisation.sum::<f64>() / n,
+            backends: alive.len() as u32,
         });
     }
 

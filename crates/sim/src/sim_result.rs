@@ -231,6 +231,10 @@ pub struct SpreadSample {
     pub max_utilisation: f64,
     /// Mean utilisation.
     pub mean_utilisation: f64,
+    /// Alive backends (serving, or draining): the fleet an autoscaler sized (absent, read
+    /// as 0, in older results).
+    #[serde(default)]
+    pub backends: u32,
 }
 
 /// One point of a latency CDF.

@@ -174,6 +174,7 @@ pub(crate) mod tests {
                     cv: 0.15 + 0.05 * i as f64 + 0.03 * wave,
                     max_utilisation: 0.7 + 0.1 * i as f64 + 0.08 * wave,
                     mean_utilisation: 0.6 + 0.05 * wave,
+                    backends: 8,
                 }
             })
             .collect()

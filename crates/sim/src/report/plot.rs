@@ -68,11 +68,14 @@ fn lines<T>(
 }
 
 /// Writes `spread.svg`: CV of active sessions over time (top) and the highest utilisation
-/// over time against the target (bottom), sharing the time axis.
+/// over time against the target (middle), sharing the time axis; with an autoscaler, the
+/// alive backends over time too (bottom).
 pub(super) fn spread(r: &ScenarioResult, path: &Path) -> Result<(), Error> {
-    let root = SVGBackend::new(path, (1000, 760)).into_drawing_area();
+    let scaled = r.policies.iter().any(|p| p.summary.autoscale.is_some());
+    let (rows, height) = if scaled { (3, 1100) } else { (2, 760) };
+    let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
     root.fill(&WHITE)?;
-    let panels = root.split_evenly((2, 1));
+    let panels = root.split_evenly((rows, 1));
     let cv = lines(r, |p| &p.spread, |s| (s.t, s.cv));
     let util = lines(r, |p| &p.spread, |s| (s.t, s.max_utilisation));
     let time = padded(extent(cv.iter().flat_map(|l| l.points.iter().map(|p| p.0))));
@@ -92,11 +95,16 @@ pub(super) fn spread(r: &ScenarioResult, path: &Path) -> Result<(), Error> {
     time_panel(
         &panels[1],
         title,
-        time,
+        time.clone(),
         "max utilisation",
         &util,
         Some(r.target_utilisation),
     )?;
+    if scaled {
+        let fleet = lines(r, |p| &p.spread, |s| (s.t, f64::from(s.backends)));
+        let title = "alive backends (serving or draining)";
+        time_panel(&panels[2], title, time, "backends", &fleet, None)?;
+    }
     root.present()?;
     Ok(())
 }
@@ -309,6 +317,16 @@ mod tests {
     }
 
     #[test]
+    fn the_fleet_panel_only_with_an_autoscaler() {
+        let mut r = fake_result();
+        let (plain, _) = render(&r, "fleet-plain");
+        assert!(!plain.contains("alive backends"));
+        r.policies[0].summary.autoscale = Some(crate::AutoscaleSummary::default());
+        let (scaled, _) = render(&r, "fleet-scaled");
+        assert!(scaled.contains("alive backends"), "no fleet panel");
+    }
+
+    #[test]
     fn empty_series_render() {
         let (spread, latency) = render(&empty_result(), "empty-series");
         assert!(spread.starts_with("<svg") && latency.starts_with("<svg"));
@@ -325,6 +343,7 @@ mod tests {
             cv: 0.0,
             max_utilisation: 0.0,
             mean_utilisation: 0.0,
+            backends: 0,
         };
         for p in &mut r.policies {
             p.spread = vec![zero.clone()];
