@@ -7,17 +7,18 @@
 //! written the last frame, or when the connection closes). Between requests, an idle
 //! keep-alive connection is waiting for its next head and is not busy.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tower::ServiceExt;
 use tower::util::Oneshot;
+
+use crate::map_response::{MapResponse, MapResponseFuture};
 
 /// Whether one connection has a request in flight, and whether it ever had one; clones
 /// share it.
@@ -54,7 +55,7 @@ impl Busy {
 
 /// One request in flight; dropping it ends the request.
 #[derive(Debug)]
-struct BusyGuard(Arc<Requests>);
+pub(crate) struct BusyGuard(Arc<Requests>);
 
 impl Drop for BusyGuard {
     fn drop(&mut self) {
@@ -90,39 +91,23 @@ where
 {
     type Response = Response<BusyBody<B>>;
     type Error = S::Error;
-    type Future = BusyFuture<Oneshot<S, Request<R>>>;
+    /// The application's response future; its response body keeps the connection busy.
+    type Future = MapResponseFuture<Oneshot<S, Request<R>>, BusyGuard>;
 
     fn call(&self, request: Request<R>) -> Self::Future {
-        BusyFuture {
-            guard: Some(self.busy.enter()),
-            inner: self.inner.clone().oneshot(request),
-        }
+        let guard = self.busy.enter();
+        MapResponseFuture::new(self.inner.clone().oneshot(request), guard)
     }
 }
 
-// === impl BusyFuture ===
+// === impl BusyGuard as the response's rewrite ===
 
-pin_project! {
-    /// The application's response future; its response body keeps the connection busy.
-    #[derive(Debug)]
-    pub(crate) struct BusyFuture<F> {
-        #[pin]
-        inner: F,
-        guard: Option<BusyGuard>,
-    }
-}
+impl<B> MapResponse<Response<B>> for BusyGuard {
+    type Output = Response<BusyBody<B>>;
 
-impl<F, B, E> Future for BusyFuture<F>
-where
-    F: Future<Output = Result<Response<B>, E>>,
-{
-    type Output = Result<Response<BusyBody<B>>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let response = ready!(this.inner.poll(cx))?;
-        let guard = this.guard.take();
-        Poll::Ready(Ok(response.map(|inner| BusyBody { inner, guard })))
+    /// The response, its body holding the guard.
+    fn map_response(self, response: Response<B>) -> Response<BusyBody<B>> {
+        response.map(|inner| BusyBody { inner, guard: self })
     }
 }
 
@@ -134,7 +119,7 @@ pin_project! {
     pub(crate) struct BusyBody<B> {
         #[pin]
         inner: B,
-        guard: Option<BusyGuard>,
+        guard: BusyGuard,
     }
 }
 

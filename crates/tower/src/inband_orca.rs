@@ -18,6 +18,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::limits::is_grpc;
+use crate::map_response::{MapResponse, MapResponseFuture};
 
 /// A tower [`Layer`] that attaches the backend's latest load report, as in-band ORCA
 /// (`livecount_report::inband`: the same fields and weight as the out-of-band stream), to
@@ -246,8 +247,7 @@ where
             }
         });
         InbandOrcaFuture {
-            inner: self.inner.call(request),
-            attach,
+            inner: MapResponseFuture::new(self.inner.call(request), attach),
         }
     }
 }
@@ -256,8 +256,7 @@ pin_project! {
     /// The response future of [`InbandOrcaService`].
     pub struct InbandOrcaFuture<F> {
         #[pin]
-        inner: F,
-        attach: Option<Attach>,
+        inner: MapResponseFuture<F, Option<Attach>>,
     }
 }
 
@@ -274,10 +273,18 @@ where
     type Output = Result<Response<InbandOrcaBody<ResBody>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let mut response = ready!(this.inner.poll(cx))?;
+        self.project().inner.poll(cx)
+    }
+}
+
+impl<ResBody> MapResponse<Response<ResBody>> for Option<Attach> {
+    type Output = Response<InbandOrcaBody<ResBody>>;
+
+    /// An HTTP response gets its header now; a gRPC call its trailer as it passes, or now
+    /// if it is trailers-only.
+    fn map_response(self, mut response: Response<ResBody>) -> Self::Output {
         let mut trailer = None;
-        match this.attach.take() {
+        match self {
             None => {}
             Some(Attach::Header(name, value)) => insert(response.headers_mut(), name, || value),
             // A gRPC answer whose headers carry `grpc-status` is trailers-only: its headers
@@ -292,7 +299,7 @@ where
                 }
             }
         }
-        Poll::Ready(Ok(response.map(|inner| InbandOrcaBody { inner, trailer })))
+        response.map(|inner| InbandOrcaBody { inner, trailer })
     }
 }
 

@@ -353,6 +353,8 @@ mod inband_orca;
 mod layer;
 mod limits;
 mod load;
+#[cfg(any(feature = "serve", feature = "inband-orca"))]
+mod map_response;
 #[cfg(feature = "orca")]
 mod orca_source;
 #[cfg(feature = "serve")]
