@@ -222,3 +222,49 @@ fn a_reused_slot_ignores_an_earlier_drains_deadline() {
     let a = e.scaler.as_ref().unwrap().summary;
     assert_eq!((a.cut, a.shortest_drain_before_cut_s), (1, Some(60.0)));
 }
+
+/// The per-pod signals read ready pods (starting ones count as not ready, ready ones
+/// without a scrape as missing, draining ones not at all); the capacity share sums every
+/// pod with a series, draining ones included, as the documented query does.
+#[test]
+fn what_each_signal_reads_from_the_pool() {
+    let sc = cycle(1);
+    let mut e = Engine::with_variant(
+        &sc,
+        "p2c_sessions",
+        variant(Signal::Sessions, ScaleIn::Drain),
+    );
+    let s = e.scaler.as_mut().unwrap();
+    s.set(1, Slot::Ready, 0.0);
+    s.set(2, Slot::Starting { ready_at: 50.0 }, 20.0);
+    s.set(
+        3,
+        Slot::Draining {
+            since: 10.0,
+            deadline: 70.0,
+        },
+        10.0,
+    );
+    s.scrape(0, 30.0, 90, 0.5);
+    s.scrape(1, 30.0, 90, 0.5);
+    s.scrape(3, 30.0, 500, 0.5);
+    // Sessions: 90, 90 and one starting against 60: the starting one counts 0 on the way
+    // up, mean 60, ratio 1: no change from 3. The draining pod's 500 are not read.
+    assert_eq!(s.proposal(3, 60.0, 0.1), 3);
+    // Without the starting pod: ceil(2 × 90 ÷ 60) = 3.
+    s.set(2, Slot::Off, 30.0);
+    assert_eq!(s.proposal(2, 60.0, 0.1), 3);
+    // Capacity, fresh models (each pod's first report): two ready pods at 0.95, past the
+    // 0.8 target, so their capacity is their 90; a draining one with 10 sessions at 0.05,
+    // cost 0.05 ÷ (10 ÷ 10 s) per session, headroom (0.8 − 0.05) ÷ 0.05 ÷ 2 × 10 s = 75,
+    // capacity 85. Share 190 ÷ 265 = 0.717 against 0.78: ratio 0.92, within the tolerance.
+    s.variant = variant(Signal::Capacity, ScaleIn::Drain).unwrap();
+    for (b, active, u) in [(0, 90, 0.95), (1, 90, 0.95), (3, 10, 0.05)] {
+        s.forget(b, 40.0);
+        s.scrape(b, 40.0, active, u);
+    }
+    assert_eq!(s.proposal(2, 0.78, 0.1), 2);
+    // Without the draining pod the share is 180 ÷ 180 = 1: ceil(2 ÷ 0.78) = 3.
+    s.set(3, Slot::Off, 40.0);
+    assert_eq!(s.proposal(2, 0.78, 0.1), 3);
+}

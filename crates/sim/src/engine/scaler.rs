@@ -158,13 +158,21 @@ impl Scaler {
                 replicas_for_pods(current, &pods, target, tolerance)
             }
             Signal::Capacity => {
-                let scraped: Vec<&Scraped> = ready().filter_map(|(_, m)| m.as_ref()).collect();
+                // The documented query, sum(active) / clamp_min(sum(effective capacity), 1),
+                // over every pod Prometheus scrapes: ready and draining ones (a starting pod
+                // has no series yet). The ready count is the HPA's own.
+                let scraped: Vec<&Scraped> = self
+                    .slots
+                    .iter()
+                    .zip(&self.scraped)
+                    .filter(|(s, _)| matches!(s, Slot::Ready | Slot::Draining { .. }))
+                    .filter_map(|(_, m)| m.as_ref())
+                    .collect();
                 if scraped.is_empty() {
                     return current;
                 }
                 let active: u64 = scraped.iter().map(|m| m.active).sum();
                 let capacity: f64 = scraped.iter().map(|m| m.capacity).sum();
-                // The documented query: sum(active) / clamp_min(sum(effective capacity), 1).
                 let value = active as f64 / capacity.max(1.0);
                 let n = ready().count() as u32;
                 replicas_for_value(current, n, value, target, tolerance)
