@@ -489,45 +489,28 @@ mod tests {
         ]
     }
 
-    /// The definition, over every sample ever recorded as `(rif, latency µs, second)`:
-    /// the last 128, the fresh ones, then the smallest radius holding 16 of them (or the
-    /// tolerance), and the median of everything inside it.
+    /// The estimator's definition, over every sample ever recorded as `(rif, latency µs,
+    /// second)`: the last [`CAPACITY`](PrequalEstimator::CAPACITY), at their ages `now`,
+    /// answered at the RIF clamped to `MAX_RIF` by the one selection,
+    /// [`PrequalLatency::estimate`] (checked against its own step-by-step reference in
+    /// `livecount-capacity`). What this model checks is the estimator's own part: the ring,
+    /// the stamps and their expiry, the clamps, and the probe's units.
     fn model(history: &[(u64, u64, u64)], now: u64, max_age: u64, rif: u64) -> PrequalProbe {
-        let last = &history[history.len().saturating_sub(128)..];
-        let fresh: Vec<_> = last.iter().filter(|s| now - s.2 <= max_age).collect();
-        let target = rif.min(MAX_RIF);
-        let tolerance = std::cmp::max(1, target / 4);
-        let distance = |s: &&(u64, u64, u64)| s.0.abs_diff(target);
-        let mut radii: Vec<u64> = fresh
+        let last = &history[history.len().saturating_sub(PrequalEstimator::CAPACITY)..];
+        let mut samples: Vec<PrequalSample> = last
             .iter()
-            .map(distance)
-            .filter(|&d| d <= tolerance)
+            .map(|&(rif, latency_us, at)| PrequalSample {
+                rif,
+                latency_us,
+                age_s: now - at,
+            })
             .collect();
-        radii.sort();
-        radii.dedup();
-        let within = |r: u64| fresh.iter().filter(|s| distance(s) <= r).count();
-        let radius = radii
-            .iter()
-            .copied()
-            .find(|&r| within(r) >= 16)
-            .unwrap_or(tolerance);
-        let mut used: Vec<u64> = fresh
-            .iter()
-            .filter(|s| distance(s) <= radius)
-            .map(|s| s.1)
-            .collect();
-        used.sort();
-        let n = used.len();
-        let latency_ms = match n {
-            0 => None,
-            n if n % 2 == 1 => Some(used[n / 2] as f64 / 1000.0),
-            n => Some((used[n / 2 - 1] as f64 + used[n / 2] as f64) / 2.0 / 1000.0),
-        };
+        let estimate = PrequalLatency::estimate(rif.min(MAX_RIF), &mut samples, max_age);
         PrequalProbe {
             rif,
-            latency_ms,
-            samples: fresh.len() as u32,
-            samples_used: n as u32,
+            latency_ms: estimate.median_us.map(|us| us / 1e3),
+            samples: u32::try_from(estimate.fresh).unwrap(),
+            samples_used: u32::try_from(estimate.used).unwrap(),
         }
     }
 
