@@ -189,6 +189,13 @@ impl Scenario {
                 (false, None) => {}
             }
         }
+        if a.share_includes_draining && !a.signals.contains(&Signal::Capacity) {
+            return Err(c.fail(
+                "autoscaler.share_includes_draining",
+                "true",
+                "only with \"capacity\" in autoscaler.signals",
+            ));
+        }
         match (a.scale_in.contains(&ScaleIn::Drain), a.drain_deadline_s) {
             (true, d) => c.positive(
                 "autoscaler.drain_deadline_s",

@@ -209,6 +209,23 @@ fn controller_settings_and_behaviour_ranges() {
 }
 
 #[test]
+fn the_share_with_draining_pods_goes_with_the_capacity_signal() {
+    let sessions_only = VALID
+        .replace("cpu_target = 0.6\n", "")
+        .replace("\ncapacity_target = 0.7", "");
+    let text = scaled(&format!(
+        "{sessions_only}\nsignals = [\"sessions\"]\nshare_includes_draining = true"
+    ));
+    expect_invalid(
+        &text,
+        "autoscaler.share_includes_draining",
+        "only with \"capacity\"",
+    );
+    let s = parse(&scaled(&format!("{VALID}\nshare_includes_draining = true"))).unwrap();
+    assert!(s.autoscaler.unwrap().share_includes_draining);
+}
+
+#[test]
 fn an_autoscaler_owns_the_fleet_alone() {
     let with_failure = format!("{}[[failures]]\nbackend = 0\nat_s = 10\n", scaled(VALID));
     expect_invalid(&with_failure, "autoscaler", "an autoscaler alone");

@@ -120,6 +120,7 @@ fn bundled_autoscaled_scenarios_shortened() {
         "autoscale_flash_crowd",
         "autoscale_long_sessions",
         "autoscale_long_slow_scale_in",
+        "autoscale_share_with_draining",
     ] {
         let mut s = shortened(name);
         s.arrivals.target_concurrent = s.arrivals.target_concurrent.map(|n| n / 10.0);

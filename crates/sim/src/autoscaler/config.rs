@@ -272,6 +272,11 @@ pub struct Autoscaler {
     /// Target share of effective capacity in use (0–1) for `capacity`.
     #[serde(default)]
     pub capacity_target: Option<f64>,
+    /// `capacity`: whether the share's sums include draining backends (the plain query;
+    /// `false`, the default: the query with `unless on(namespace, pod)
+    /// (livecount_draining == 1)`, which leaves them out).
+    #[serde(default)]
+    pub share_includes_draining: bool,
     /// Share of the sessions a scale-in ends (`shutdown`) whose client reconnects.
     #[serde(default = "one")]
     pub reconnect_share: f64,

@@ -224,8 +224,8 @@ fn a_reused_slot_ignores_an_earlier_drains_deadline() {
 }
 
 /// The per-pod signals read ready pods (starting ones count as not ready, ready ones
-/// without a scrape as missing, draining ones not at all); the capacity share sums every
-/// pod with a series, draining ones included, as the documented query does.
+/// without a scrape as missing, draining ones not at all); the capacity share sums the
+/// ready pods, and the draining ones too with `share_includes_draining`.
 #[test]
 fn what_each_signal_reads_from_the_pool() {
     let sc = cycle(1);
@@ -255,16 +255,36 @@ fn what_each_signal_reads_from_the_pool() {
     s.set(2, Slot::Off, 30.0);
     assert_eq!(s.proposal(2, 60.0, 0.1), 3);
     // Capacity, fresh models (each pod's first report): two ready pods at 0.95, past the
-    // 0.8 target, so their capacity is their 90; a draining one with 10 sessions at 0.05,
-    // cost 0.05 ÷ (10 ÷ 10 s) per session, headroom (0.8 − 0.05) ÷ 0.05 ÷ 2 × 10 s = 75,
-    // capacity 85. Share 190 ÷ 265 = 0.717 against 0.78: ratio 0.92, within the tolerance.
+    // 0.8 target, so their capacity is their 90: share 1 against 0.78, ceil(2 ÷ 0.78) = 3.
     s.variant = variant(Signal::Capacity, ScaleIn::Drain).unwrap();
     for (b, active, u) in [(0, 90, 0.95), (1, 90, 0.95), (3, 10, 0.05)] {
         s.forget(b, 40.0);
         s.scrape(b, 40.0, active, u);
     }
-    assert_eq!(s.proposal(2, 0.78, 0.1), 2);
-    // Without the draining pod the share is 180 ÷ 180 = 1: ceil(2 ÷ 0.78) = 3.
-    s.set(3, Slot::Off, 40.0);
     assert_eq!(s.proposal(2, 0.78, 0.1), 3);
+    // Counting the draining one too (10 sessions at 0.05: cost 0.05 ÷ (10 ÷ 10 s), headroom
+    // (0.8 − 0.05) ÷ 0.05 ÷ 2 × 10 s = 75, capacity 85): share 190 ÷ 265 = 0.717, ratio
+    // 0.92, within the tolerance: no change.
+    let mut with = cycle(1);
+    with.autoscaler.as_mut().unwrap().share_includes_draining = true;
+    let mut e = Engine::with_variant(
+        &with,
+        "p2c_sessions",
+        variant(Signal::Capacity, ScaleIn::Drain),
+    );
+    let s = e.scaler.as_mut().unwrap();
+    s.set(1, Slot::Ready, 0.0);
+    s.set(
+        3,
+        Slot::Draining {
+            since: 10.0,
+            deadline: 70.0,
+        },
+        10.0,
+    );
+    for (b, active, u) in [(0, 90, 0.95), (1, 90, 0.95), (3, 10, 0.05)] {
+        s.forget(b, 40.0);
+        s.scrape(b, 40.0, active, u);
+    }
+    assert_eq!(s.proposal(2, 0.78, 0.1), 2);
 }

@@ -44,6 +44,8 @@ pub(super) struct Scaler {
     models: Vec<BackendModel>,
     config: CapacityConfig,
     max_sessions: Vec<u32>,
+    /// Whether the capacity share's sums include draining backends.
+    share_includes_draining: bool,
     /// The random scale-in's draws.
     pub(super) rng: SimRng,
     /// The cost is integrated up to here, and never past `horizon`.
@@ -70,6 +72,7 @@ impl Scaler {
             scraped: vec![None; n],
             models: vec![BackendModel::new(secs(0.0)); n],
             config: sc.capacity_config(),
+            share_includes_draining: a.share_includes_draining,
             max_sessions: (0..n).map(|b| sc.group_of(b).max_sessions).collect(),
             rng,
             counted_to: 0.0,
@@ -159,13 +162,19 @@ impl Scaler {
             }
             Signal::Capacity => {
                 // The documented query, sum(active) / clamp_min(sum(effective capacity), 1),
-                // over every pod Prometheus scrapes: ready and draining ones (a starting pod
-                // has no series yet). The ready count is the HPA's own.
+                // over the ready pods, or every pod Prometheus scrapes when draining ones are
+                // not left out (a starting pod has no series yet). The ready count is the
+                // HPA's own.
+                let counted = |s: &Slot| match s {
+                    Slot::Ready => true,
+                    Slot::Draining { .. } => self.share_includes_draining,
+                    _ => false,
+                };
                 let scraped: Vec<&Scraped> = self
                     .slots
                     .iter()
                     .zip(&self.scraped)
-                    .filter(|(s, _)| matches!(s, Slot::Ready | Slot::Draining { .. }))
+                    .filter(|(s, _)| counted(s))
                     .filter_map(|(_, m)| m.as_ref())
                     .collect();
                 if scraped.is_empty() {
