@@ -16,13 +16,15 @@
 
 #[cfg(not(any(livecount_loom, livecount_shuttle)))]
 mod imp {
-    // Under `livecount_audit`, the same atomics with every write recorded (see `crate::audit`);
-    // otherwise `std`'s themselves, so a normal build is not touched by the audit.
+    // Under `livecount_audit`, the same atomics with every write recorded (see `crate::audit`,
+    // which wraps every `std` atomic type under its `std` name); otherwise `std`'s themselves,
+    // so a normal build is not touched by the audit. One list for both.
     #[cfg(livecount_audit)]
-    pub(crate) use crate::audit::{AtomicPtr, AtomicU64, AtomicUsize};
-    pub(crate) use std::sync::atomic::Ordering;
+    use crate::audit as atomics;
+    pub(crate) use atomics::{AtomicPtr, AtomicU64, AtomicUsize};
     #[cfg(not(livecount_audit))]
-    pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
+    use std::sync::atomic as atomics;
+    pub(crate) use std::sync::atomic::Ordering;
     pub(crate) use std::sync::{Mutex, MutexGuard};
     pub(crate) use std::thread_local;
 

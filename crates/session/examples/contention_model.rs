@@ -263,7 +263,10 @@ fn print_audit_table(path: &str) {
          cross-CPU writes | migrations |"
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for row in rows.iter().filter(|r| TABLE_THREADS.contains(&r["threads"])) {
+    for row in rows
+        .iter()
+        .filter(|r| TABLE_THREADS.contains(&r["threads"]))
+    {
         let number = |k: &str| -> f64 {
             row[k]
                 .parse()

@@ -20,11 +20,12 @@
 #[cfg(not(livecount_loom))]
 mod imp {
     // Under `livecount_audit`, `std`'s atomics with every write recorded (`livecount::audit`,
-    // one recorder for both crates); otherwise `std`'s themselves.
+    // one recorder for both crates); otherwise `std`'s themselves. One list for both.
+    pub(crate) use atomics::{AtomicBool, AtomicU64};
     #[cfg(livecount_audit)]
-    pub(crate) use livecount::audit::{AtomicBool, AtomicU64};
+    use livecount::audit as atomics;
     #[cfg(not(livecount_audit))]
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::atomic as atomics;
     pub(crate) use std::sync::atomic::{Ordering, fence};
     pub(crate) use std::sync::{Mutex, MutexGuard};
 
@@ -109,10 +110,11 @@ pub(crate) use imp::*;
 /// reference counts, and a slot's last activity: see `slots`), and are recorded under
 /// `livecount_audit` like the rest.
 pub(crate) mod plain {
+    pub(crate) use atomics::{AtomicPtr, AtomicU64, AtomicUsize};
     #[cfg(all(livecount_audit, not(livecount_loom)))]
-    pub(crate) use livecount::audit::{AtomicPtr, AtomicU64, AtomicUsize};
+    use livecount::audit as atomics;
     #[cfg(not(all(livecount_audit, not(livecount_loom))))]
-    pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
+    use std::sync::atomic as atomics;
 }
 
 /// Locks `mutex`, ignoring poison: every critical section in this crate leaves its data

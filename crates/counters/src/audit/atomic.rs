@@ -178,8 +178,28 @@ wrapper!(
     AtomicU32, u32,
 );
 wrapper!(
+    /// `std::sync::atomic::AtomicU16`, its writes recorded.
+    AtomicU16, u16,
+);
+wrapper!(
+    /// `std::sync::atomic::AtomicU8`, its writes recorded.
+    AtomicU8, u8,
+);
+wrapper!(
     /// `std::sync::atomic::AtomicUsize`, its writes recorded.
     AtomicUsize, usize,
+);
+wrapper!(
+    /// `std::sync::atomic::AtomicI64`, its writes recorded.
+    AtomicI64, i64,
+);
+wrapper!(
+    /// `std::sync::atomic::AtomicI32`, its writes recorded.
+    AtomicI32, i32,
+);
+wrapper!(
+    /// `std::sync::atomic::AtomicIsize`, its writes recorded.
+    AtomicIsize, isize,
 );
 wrapper!(
     /// `std::sync::atomic::AtomicBool`, its writes recorded.
@@ -190,17 +210,18 @@ wrapper!(
     AtomicPtr, *mut T, T
 );
 
-impl AtomicU64 {
-    rmw!(fetch_add, fetch_sub, fetch_and, fetch_nand, fetch_or, fetch_xor, fetch_max, fetch_min; u64);
+/// The integer read-modify-writes, recorded.
+macro_rules! integer {
+    ($($name:ident: $value:ty),*) => {
+        $(impl $name {
+            rmw!(fetch_add, fetch_sub, fetch_and, fetch_nand, fetch_or, fetch_xor, fetch_max, fetch_min; $value);
+        })*
+    };
 }
-
-impl AtomicU32 {
-    rmw!(fetch_add, fetch_sub, fetch_and, fetch_nand, fetch_or, fetch_xor, fetch_max, fetch_min; u32);
-}
-
-impl AtomicUsize {
-    rmw!(fetch_add, fetch_sub, fetch_and, fetch_nand, fetch_or, fetch_xor, fetch_max, fetch_min; usize);
-}
+integer!(
+    AtomicU64: u64, AtomicU32: u32, AtomicU16: u16, AtomicU8: u8, AtomicUsize: usize,
+    AtomicI64: i64, AtomicI32: i32, AtomicIsize: isize
+);
 
 impl AtomicBool {
     rmw!(fetch_and, fetch_nand, fetch_or, fetch_xor; bool);
@@ -215,7 +236,10 @@ macro_rules! default {
         })*
     };
 }
-default!(AtomicU64: 0, AtomicU32: 0, AtomicUsize: 0, AtomicBool: false);
+default!(
+    AtomicU64: 0, AtomicU32: 0, AtomicU16: 0, AtomicU8: 0, AtomicUsize: 0, AtomicI64: 0,
+    AtomicI32: 0, AtomicIsize: 0, AtomicBool: false
+);
 
 impl<T> Default for AtomicPtr<T> {
     fn default() -> Self {

@@ -1,9 +1,9 @@
 //! The contention audit (`--cfg livecount_audit` only): which threads write which cache
 //! lines, recorded by the crates' shared-memory shims.
 //!
-//! Under the cfg, `crate::sync` (and `livecount-session`'s `sync`) hand out the atomics of
-//! [`atomic`](self#types) instead of `std`'s: the same atomics, each write recorded first
-//! (address, thread, CPU, source line; see `recorder`). Outside the cfg this module does
+//! Under the cfg, `crate::sync` (and `livecount-session`'s `sync`) hand out this module's
+//! atomics instead of `std`'s: every `std` atomic type under its own name, each write recorded
+//! first (address, thread, CPU, source line; see `recorder`). Outside the cfg this module does
 //! not exist and the shims re-export `std`'s atomics themselves, so a normal build's hot path
 //! is the same machine code as before the audit existed.
 //!
@@ -35,7 +35,10 @@ mod summary;
 
 use std::sync::Barrier;
 
-pub use atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+pub use atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicIsize, AtomicPtr, AtomicU8, AtomicU16, AtomicU32,
+    AtomicU64, AtomicUsize,
+};
 pub use recorder::{LINE_BYTES, Recording, flush, record};
 pub use summary::{Audit, SharedGroup, Summary, Writer};
 
