@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use livecount_session::{EndHandle, EndReason, Phase};
@@ -116,12 +116,20 @@ struct Response {
     sent: Arc<AtomicU32>,
 }
 
-/// Burns CPU for `d` (a busy loop: this is the "model inference" of a speaking session).
+/// Burns `d` of this thread's CPU time (a busy loop: this is the "model inference" of a
+/// speaking session).
+///
+/// CPU time, not wall time: a process that is not given the CPU (a loaded machine, a CPU
+/// quota such as a container limit or the testbed's cgroups) takes longer to finish the
+/// same work, as a real model would, instead of doing less of it.
 pub fn burn(d: Duration) {
-    let until = Instant::now() + d;
+    let start = cpu_time::ThreadTime::now();
     let mut x = 0u64;
-    while Instant::now() < until {
-        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    while start.elapsed() < d {
+        // A few hundred nanoseconds of work between clock reads (each one is a syscall).
+        for _ in 0..256 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
     }
 }
 
