@@ -88,6 +88,7 @@ mod session_plan;
 mod sim_result;
 mod sim_rng;
 mod validate;
+pub mod workload;
 
 pub use autoscaler::{Autoscaler, ScaleIn, Signal, Variant};
 pub use engine::{run, run_policy, run_variant};

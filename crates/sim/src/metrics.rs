@@ -260,6 +260,24 @@ pub(crate) fn quantile(sorted: &[f32], q: f64) -> f64 {
     f64::from(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
+impl Percentiles {
+    /// The percentiles of `values` (any order), by the simulator's own nearest-rank rule,
+    /// for measurements made elsewhere (the testbed's) to be summarised alike.
+    ///
+    /// ```
+    /// use livecount_sim::Percentiles;
+    ///
+    /// let p = Percentiles::of(&[5.0, 1.0, 4.0, 2.0, 3.0]);
+    /// assert_eq!((p.p50, p.p95, p.max), (3.0, 5.0, 5.0));
+    /// assert_eq!(Percentiles::of(&[]).p99, 0.0);
+    /// ```
+    pub fn of(values: &[f64]) -> Percentiles {
+        let mut sorted: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        sorted.sort_by(f32::total_cmp);
+        percentiles(&sorted)
+    }
+}
+
 fn percentiles(sorted: &[f32]) -> Percentiles {
     Percentiles {
         p50: quantile(sorted, 0.50),

@@ -45,7 +45,7 @@ const PROGRESS_EVERY: u64 = 1 << 16;
 
 /// Stream numbers for [`SimRng::derive`]: the workload's streams do not depend on the
 /// policy, so every policy replays the same arrivals, sessions, report losses and offsets.
-const STREAM_SESSIONS: u64 = 1 << 40;
+pub(crate) const STREAM_SESSIONS: u64 = 1 << 40;
 const STREAM_REPORTS: u64 = 2 << 40;
 const STREAM_POLICY: u64 = 3 << 40;
 const STREAM_OFFSETS: u64 = 4 << 40;
