@@ -1,0 +1,266 @@
+//! The backends: one `livecount-agent` process per simulated backend, each in a cgroup
+//! whose CPU quota is the backend's size, so its capacity, its utilisation and its
+//! latency under load are real.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use livecount_report::LoadReport;
+use livecount_server::driver::fetch_load;
+
+use crate::ports::free_port;
+use crate::scaling::{AgentShape, Scaling};
+
+/// Where cgroup v1's CPU controller is mounted (the only hierarchy the testbed uses).
+const CPU_CGROUPS: &str = "/sys/fs/cgroup/cpu";
+
+/// The CFS period of every backend's quota: short, so a saturated backend is throttled in
+/// small steps (10 ms), not held off for most of a default 100 ms period.
+const CFS_PERIOD_US: u64 = 10_000;
+
+/// One agent process's addresses and limits.
+#[derive(Debug, Clone)]
+pub struct Backend {
+    /// `b1`, `b2`, …
+    pub name: String,
+    /// WebSocket sessions, `/load`, `/metrics`.
+    pub http: u16,
+    /// gRPC sessions and ORCA.
+    pub grpc: u16,
+    /// HAProxy agent-check.
+    pub agent_check: u16,
+    /// Its CPU quota in cores (`--cores` too).
+    pub cores: f64,
+    /// Its stderr.
+    pub log: PathBuf,
+}
+
+impl Backend {
+    /// `127.0.0.1:<http>`.
+    pub fn http_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.http)
+    }
+}
+
+/// The running agents; dropping it kills them (by PID) and removes their cgroups.
+#[derive(Debug)]
+pub struct Fleet {
+    /// The backends, in the scenario's group order.
+    pub backends: Vec<Backend>,
+    children: Vec<Child>,
+    cgroup: PathBuf,
+    /// Configs and logs.
+    pub dir: PathBuf,
+}
+
+impl Fleet {
+    /// Starts one agent per backend of `shape`, each in its own CPU-limited cgroup under
+    /// `livecount-testbed-<pid>-<tag>`, and waits (up to 10 s each) until every `/load`
+    /// answers.
+    pub async fn start(
+        agent: &Path,
+        shape: &[AgentShape],
+        scaling: &Scaling,
+        dir: &Path,
+    ) -> Result<Fleet, String> {
+        check_cgroups()?;
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let tag = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
+        let cgroup =
+            Path::new(CPU_CGROUPS).join(format!("livecount-testbed-{}-{tag}", std::process::id()));
+        make_dir(&cgroup)?;
+        let mut fleet = Fleet {
+            backends: Vec::new(),
+            children: Vec::new(),
+            cgroup,
+            dir: dir.to_owned(),
+        };
+        for (i, s) in shape.iter().enumerate() {
+            let b = Backend {
+                name: format!("b{}", i + 1),
+                http: free_port(),
+                grpc: free_port(),
+                agent_check: free_port(),
+                cores: s.cores,
+                log: dir.join(format!("b{}.log", i + 1)),
+            };
+            let group = fleet.cgroup.join(&b.name);
+            make_dir(&group)?;
+            let quota = (s.cores * CFS_PERIOD_US as f64).round() as u64;
+            write(&group.join("cpu.cfs_period_us"), CFS_PERIOD_US)?;
+            write(&group.join("cpu.cfs_quota_us"), quota.max(1_000))?;
+            let child = spawn(agent, &b, s, scaling, &group)?;
+            fleet.children.push(child);
+            fleet.backends.push(b);
+        }
+        for b in &fleet.backends {
+            fleet.wait_for(b).await?;
+        }
+        Ok(fleet)
+    }
+
+    async fn wait_for(&self, b: &Backend) -> Result<(), String> {
+        for _ in 0..100 {
+            if fetch_load(&b.http_addr()).await.is_some() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let log = std::fs::read_to_string(&b.log).unwrap_or_default();
+        Err(format!(
+            "{} did not answer /load within 10 s:\n{log}",
+            b.name
+        ))
+    }
+
+    /// Every backend's report now (`None` for one that did not answer within 2 s).
+    pub async fn loads(&self) -> Vec<Option<LoadReport>> {
+        let mut out = Vec::with_capacity(self.backends.len());
+        for b in &self.backends {
+            let report = fetch_load(&b.http_addr())
+                .await
+                .and_then(|v| serde_json::from_value(v).ok());
+            out.push(report);
+        }
+        out
+    }
+
+    /// CPU seconds each agent process used so far (`/proc/<pid>/stat`).
+    pub fn cpu_seconds(&self) -> Vec<f64> {
+        self.children
+            .iter()
+            .map(|c| proc_cpu_seconds(c.id()))
+            .collect()
+    }
+
+    /// Whether every agent still runs.
+    pub fn all_running(&mut self) -> Result<(), String> {
+        for (c, b) in self.children.iter_mut().zip(&self.backends) {
+            if let Ok(Some(status)) = c.try_wait() {
+                let log = std::fs::read_to_string(&b.log).unwrap_or_default();
+                return Err(format!("{} exited: {status}\n{log}", b.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for b in &self.backends {
+            let _ = std::fs::remove_dir(self.cgroup.join(&b.name));
+        }
+        let _ = std::fs::remove_dir(&self.cgroup);
+    }
+}
+
+/// Starts `b`'s agent inside `group`: a shell writes its own PID into the cgroup and then
+/// `exec`s the agent, so every thread of the agent starts already limited.
+fn spawn(
+    agent: &Path,
+    b: &Backend,
+    s: &AgentShape,
+    scaling: &Scaling,
+    group: &Path,
+) -> Result<Child, String> {
+    let log = std::fs::File::create(&b.log).map_err(|e| format!("{}: {e}", b.log.display()))?;
+    let mut args: Vec<String> = vec![
+        "serve".into(),
+        "--name".into(),
+        b.name.clone(),
+        "--http".into(),
+        format!("127.0.0.1:{}", b.http),
+        "--grpc".into(),
+        format!("127.0.0.1:{}", b.grpc),
+        "--agent-check".into(),
+        format!("127.0.0.1:{}", b.agent_check),
+        "--cores".into(),
+        format!("{}", s.cores),
+        "--max-sessions".into(),
+        s.max_sessions.to_string(),
+    ];
+    args.extend(scaling.agent_args());
+    Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$0/cgroup.procs" && exec "$@""#)
+        .arg(group)
+        .arg(agent)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", agent.display()))
+}
+
+/// The CPU controller must be there and writable: the testbed's backends are only as big
+/// as their quotas say, and without them every agent could use the whole machine.
+fn check_cgroups() -> Result<(), String> {
+    let probe = Path::new(CPU_CGROUPS).join(format!("livecount-probe-{}", std::process::id()));
+    make_dir(&probe).map_err(|e| {
+        format!(
+            "the testbed needs cgroup v1's CPU controller at {CPU_CGROUPS}, writable (run as \
+             root in a container or VM that mounts it): {e}"
+        )
+    })?;
+    let ok = probe.join("cpu.cfs_quota_us").exists();
+    let _ = std::fs::remove_dir(&probe);
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{CPU_CGROUPS} has no cpu.cfs_quota_us: no CFS bandwidth control"
+        ))
+    }
+}
+
+fn make_dir(path: &Path) -> Result<(), String> {
+    match std::fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+fn write(path: &Path, value: u64) -> Result<(), String> {
+    std::fs::write(path, value.to_string()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// utime + stime of process `pid` in seconds (`/proc/<pid>/stat` fields 14 and 15), 0 if
+/// it cannot be read.
+fn proc_cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // The command may hold spaces and parentheses: fields start after the last ')'.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // Fields 14 and 15 overall are 12 and 13 after the state (field 3 is index 0 here).
+    (ticks(11) + ticks(12)) / clock_ticks()
+}
+
+/// `getconf CLK_TCK` (100 on Linux nearly everywhere), asked once.
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
