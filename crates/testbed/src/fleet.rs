@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use livecount_report::LoadReport;
-use livecount_server::driver::fetch_load;
+use livecount_server::load_driver::fetch_load;
 
 use crate::ports::free_port;
 use crate::scaling::{AgentShape, Scaling};

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use livecount_report::LoadReport;
-use livecount_server::driver::fetch_load;
+use livecount_server::load_driver::fetch_load;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
