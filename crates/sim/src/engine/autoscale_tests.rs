@@ -288,3 +288,35 @@ fn what_each_signal_reads_from_the_pool() {
     }
     assert_eq!(s.proposal(2, 0.78, 0.1), 2);
 }
+
+/// `run` expands an autoscaled scenario into one row per policy and variant: labelled by
+/// the variant alone for one policy, prefixed with the policy for several.
+#[test]
+fn run_labels_every_variant() {
+    let text = CYCLE
+        .replace(
+            "[autoscaler]",
+            "[autoscaler]\nsignals = [\"cpu\", \"sessions\"]\nscale_in = [\"drain\"]",
+        )
+        .replace("capacity_target = 0.7\n", "")
+        .replace("duration_s = 1200", "duration_s = 120");
+    let sc = Scenario::from_toml_str(&text, "labels.toml").expect("valid");
+    let labels = |policies: &[&str]| -> Vec<String> {
+        let names: Vec<String> = policies.iter().map(|p| (*p).to_owned()).collect();
+        crate::run(&sc, &names, &mut |_, _| {})
+            .policies
+            .into_iter()
+            .map(|p| p.policy)
+            .collect()
+    };
+    assert_eq!(labels(&["random"]), ["cpu/drain", "sessions/drain"]);
+    assert_eq!(
+        labels(&["random", "p2c_sessions"]),
+        [
+            "random:cpu/drain",
+            "random:sessions/drain",
+            "p2c_sessions:cpu/drain",
+            "p2c_sessions:sessions/drain"
+        ]
+    );
+}
