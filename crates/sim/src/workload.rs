@@ -2,7 +2,7 @@
 //! ending, drawn exactly as the engine draws them, for a driver that replays the scenario
 //! against real backends (the testbed).
 //!
-//! Arrivals and each session's [`SessionPlan`] come from the engine's own streams (the same
+//! Arrivals and each session's plan (`SessionPlan`) come from the engine's own streams (the same
 //! arrival process, the same per-session stream), so the list holds the sessions every
 //! policy in `lbsim` sees. The speaking phases come from a stream of their own: the engine
 //! draws them from the session's stream after its latencies, which depend on the backend

@@ -31,10 +31,10 @@ struct Args {
     #[arg(long, default_value = "0.1")]
     core_scale: f64,
     /// Where to write REPORT.md, testbed.json, timelines.svg [default:
-    /// target/testbed/<scenario>/, or results/testbed/<scenario>/ with --update-results]
+    /// target/testbed/SCENARIO/, or results/testbed/SCENARIO/ with --update-results]
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Write into results/testbed/<scenario>/ (the committed results)
+    /// Write into results/testbed/SCENARIO/ (the committed results)
     #[arg(long)]
     update_results: bool,
     /// Exit 1 unless the ranking agrees (the agreement test)
