@@ -101,12 +101,6 @@ impl<T: Default> CellTable<T> {
         }
     }
 
-    /// How many buckets have been claimed (bucket `k` holds cells `2^k - 1 .. 2^(k+1) - 1`).
-    #[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
-    pub(crate) fn buckets_in_use(&self) -> usize {
-        self.high.load(Ordering::Relaxed)
-    }
-
     /// The cell at `index`, allocating its bucket on first use.
     #[inline]
     pub(crate) fn get_or_alloc(&self, index: usize) -> &T {

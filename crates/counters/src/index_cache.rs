@@ -1,6 +1,7 @@
-//! A copy of the calling thread's index in a `const`-initialised thread-local without a
-//! destructor: reading it is one thread-local load, with no initialisation or teardown state
-//! to check. The thread's registration (`thread_id`), which owns the index, fills and clears it.
+//! A copy of the calling thread's index (and of its striping probe) in `const`-initialised
+//! thread-locals without a destructor: reading one is one thread-local load, with no
+//! initialisation or teardown state to check. The thread's registration (`thread_id`), which
+//! owns the index, fills and clears the index; `thread_id` seeds and moves the probe.
 //!
 //! Under a model checker the cache stands aside (every lookup misses and goes through the
 //! registration, whose thread-local is the one the checker models): a plain `std`
@@ -17,6 +18,9 @@ std::thread_local! {
     static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
     /// The index's `Location` bits (`usize::MAX`: none): what `PerThread` reads.
     static LOCATION: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// The thread's striping probe for `Striped` (0: not seeded yet). Never cleared: any
+    /// probe is a correct one, so it stays usable while the thread tears down.
+    static PROBE: Cell<u32> = const { Cell::new(0) };
 }
 
 /// The cached index, or `None` if the thread has none cached (not yet registered, or tearing
@@ -50,4 +54,23 @@ pub(crate) fn set(index: Option<usize>) {
     INDEX.set(index.unwrap_or(usize::MAX));
     let location = index.and_then(Location::of);
     LOCATION.set(location.map_or(usize::MAX, Location::to_bits));
+}
+
+/// The cached striping probe, or `None` if it is not seeded yet (or under a model checker).
+#[inline]
+pub(crate) fn probe() -> Option<u32> {
+    if MODEL_CHECKED {
+        return None;
+    }
+    let probe = PROBE.get();
+    (probe != 0).then_some(probe)
+}
+
+/// Caches `probe` (non-zero) as the calling thread's striping probe.
+#[inline]
+pub(crate) fn set_probe(probe: u32) {
+    if MODEL_CHECKED {
+        return;
+    }
+    PROBE.set(probe);
 }

@@ -64,7 +64,7 @@
 //! |---|---|---|---|---|
 //! | [`Single`] | one `lock xadd`, shared line | one load | 128 B | linearizable |
 //! | [`Sharded`] | one `lock xadd` on the thread's shard | 2 × shards loads | 128 B × shards | gauge |
-//! | [`Striped`] | CAS on a base, stripes grown on contention | 2 × (1 + stripes) loads | 128 B, grows to ~128 B × CPUs | gauge |
+//! | [`Striped`] | a start: CAS on a base, on the thread's stripe once contended; an end: `lock xadd` there | 2 × (1 + stripes opened) loads | 128 B, grows on contention to < 128 B × 4 × CPUs | gauge |
 //! | [`PerThread`] | plain load + store on the thread's own line | 2 × threads ever seen | 128 B × peak threads | gauge |
 //! | [`PerCpu`] | rseq critical section: plain `add` on the CPU's line (else CPU id + `lock xadd`) | 2 × (CPUs + 1) | 128 B × (CPUs + 1) | gauge |
 //! | [`Reference`] | mutex | mutex | small | linearizable; an oracle for tests only |

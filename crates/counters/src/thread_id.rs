@@ -128,11 +128,34 @@ fn register() -> Option<usize> {
         .ok()
 }
 
-/// Runs `f` on the calling thread's striping probe (never zero), or returns `None` during
-/// thread teardown.
+/// The calling thread's striping probe (never zero): one thread-local load once seeded.
 #[inline]
-pub(crate) fn with_probe<R>(f: impl FnOnce(&Cell<u32>) -> R) -> Option<R> {
-    REGISTRATION.try_with(|r| f(&r.probe)).ok()
+pub(crate) fn probe() -> u32 {
+    match index_cache::probe() {
+        Some(probe) => probe,
+        None => seed(),
+    }
+}
+
+/// First use on this thread (or under a model checker): the registration's probe, seeded
+/// from the thread index, cached for [`probe`]. During teardown, when the registration is
+/// gone, a fixed probe: every stripe is as correct as any other.
+#[cold]
+fn seed() -> u32 {
+    let probe = REGISTRATION.try_with(|r| r.probe.get()).unwrap_or(1);
+    index_cache::set_probe(probe);
+    probe
+}
+
+/// Moves the calling thread's probe after a collision (xorshift, as LongAdder does) and
+/// returns the new one.
+#[cold]
+pub(crate) fn rehash_probe(old: u32) -> u32 {
+    let new = rehash(old);
+    // The registration's copy is the one a model checker reads; outside one, the cache.
+    let _ = REGISTRATION.try_with(|r| r.probe.set(new));
+    index_cache::set_probe(new);
+    new
 }
 
 /// A non-zero starting probe derived from the thread index, so that model-checked runs are
@@ -148,7 +171,7 @@ fn seed_probe(index: usize) -> u32 {
 
 /// Advances a probe with Marsaglia's xorshift32 (the generator LongAdder uses on collision).
 #[inline]
-pub(crate) fn rehash(probe: u32) -> u32 {
+fn rehash(probe: u32) -> u32 {
     let mut x = probe;
     x ^= x << 13;
     x ^= x >> 17;
@@ -216,6 +239,23 @@ mod tests {
             first < live_bound && second < live_bound,
             "{first} {second}"
         );
+    }
+
+    /// The probe is seeded from the thread's index once, then read from the cache; a rehash
+    /// moves it, and the next read sees the moved one (a stale probe would keep colliding).
+    #[test]
+    fn the_probe_is_cached_and_follows_its_rehash() {
+        std::thread::spawn(|| {
+            let first = probe();
+            assert_eq!(first, seed_probe(current().unwrap()));
+            assert_eq!(index_cache::probe(), Some(first));
+            let moved = rehash_probe(first);
+            assert_ne!(moved, first);
+            assert_eq!((probe(), probe()), (moved, moved));
+            assert_eq!(REGISTRATION.with(|r| r.probe.get()), moved);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
