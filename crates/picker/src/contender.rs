@@ -23,6 +23,9 @@ pub enum Kind {
     Peer,
     /// The physical limit of an update: not a counter anyone can import.
     Ceiling,
+    /// Another language's counter (Java's `LongAdder`), measured beside livecount's as the
+    /// anchor its targets name: shown, never recommended.
+    Foreign,
 }
 
 /// A session gauge as the workloads see it: start returns a token, end consumes it.

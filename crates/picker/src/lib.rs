@@ -55,9 +55,12 @@
 #![deny(unsafe_code)]
 
 pub mod alloc;
+pub mod anchors;
 pub mod contender;
+pub mod cpu_time;
 pub mod estimates;
 pub mod figure;
+pub mod java_probe;
 pub mod machine;
 pub mod per_cpu_case;
 pub mod picker;

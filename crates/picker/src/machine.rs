@@ -21,6 +21,10 @@ pub struct Machine {
     /// from before it existed).
     #[serde(default)]
     pub per_cpu: Option<PerCpuSetup>,
+    /// The JVM whose `LongAdder` and `AtomicLong` were measured beside `Striped` (`java
+    /// -version`'s first line), or why none was (`None` in results from before the probe).
+    #[serde(default)]
+    pub java: Option<String>,
 }
 
 /// What `livecount::PerCpu::new()` chose on this machine.
@@ -60,6 +64,7 @@ impl Machine {
             commit: livecount_provenance::commit(),
             date: livecount_provenance::iso_date(SystemTime::now()),
             per_cpu: Some(PerCpuSetup::detect()),
+            java: None,
         }
     }
 }

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::contender::{self, Contender, Live, LiveName, SlabFloor, Tracked, Visit};
 use crate::figure::{Figure, Metric, Workload, find};
+use crate::java_probe::{self, JavaCounter, JavaProbe};
 use crate::machine::{self, Machine};
 use crate::per_cpu_case::PerCpuCase;
 use crate::plan::{self, Ctx, Mode, Plan, Point, VisitLifecycle};
@@ -81,6 +82,13 @@ struct Cli {
     /// No progress bar
     #[arg(long = "no-progress", action = clap::ArgAction::SetFalse)]
     progress: bool,
+    /// Only the side-by-side table: Striped, Sharded, Single and Java's LongAdder and
+    /// AtomicLong at 1, 2, 4, 8 threads, interleaved (writes anchors.md)
+    #[arg(long, conflicts_with_all = ["quick", "full", "compare"])]
+    anchors: bool,
+    /// Do not measure Java's LongAdder and AtomicLong beside Striped, even with a JDK present
+    #[arg(long = "no-java", action = clap::ArgAction::SetFalse)]
+    java: bool,
     /// `cargo bench` passes `--bench` to every target; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -138,6 +146,10 @@ pub struct Options {
     pub against: Option<PathBuf>,
     /// Show a progress bar.
     pub progress: bool,
+    /// Measure Java's counters beside `Striped` when a JDK is present.
+    pub java: bool,
+    /// Measure only the side-by-side table of [`crate::anchors`].
+    pub anchors: bool,
 }
 
 impl Options {
@@ -170,6 +182,8 @@ impl Options {
             compare: cli.compare,
             against: cli.against,
             progress: cli.progress,
+            java: cli.java,
+            anchors: cli.anchors,
         })
     }
 
@@ -191,6 +205,17 @@ pub fn main_with(opts: &Options) -> Result<String, String> {
             &new.figures,
         )));
     }
+    if opts.anchors {
+        let mut machine = Machine::detect();
+        if let Some(label) = &opts.label {
+            machine.label = label.clone();
+        }
+        let dir = opts
+            .out
+            .clone()
+            .unwrap_or_else(|| default_out(&machine.label, opts.update_results));
+        return crate::anchors::main_with(opts.budget, opts.reps, &machine, &dir);
+    }
     let old = opts.compare.as_deref().map(load).transpose()?;
     let results = measure(opts);
     let dir = opts
@@ -200,9 +225,10 @@ pub fn main_with(opts: &Options) -> Result<String, String> {
     write(&results, &dir)?;
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut out = format!(
-        "{}\n{}\n{}\n\n{}:\n{}\n{}\nWrote {}\n",
+        "{}\n{}\n{}\n{}\n\n{}:\n{}\n{}\nWrote {}\n",
         report::table(&results.ranking, results.params.threads),
         report::per_cpu_note(&results.machine),
+        report::java_note(&results.machine),
         results.recommendation,
         report::TARGETS_HEADING,
         report::TARGETS_NOTE,
@@ -255,7 +281,8 @@ pub fn write(results: &Results, dir: &Path) -> Result<(), String> {
 pub fn measure(opts: &Options) -> Results {
     let cores = machine::cores();
     let plan = Plan::new(opts.mode, cores, opts.threads, opts.reader());
-    let contenders = contender::all();
+    let mut contenders = contender::all();
+    let (java, java_note) = java_probe::start_or_say_why(opts.java);
     // Bare and tracked, for each counter; plus the slab floor on threads.
     let lifecycle_runs = 2 * plan::lifecycle_counters() * plan.points(Workload::Lifecycle).len()
         + plan.lifecycle.len();
@@ -265,7 +292,10 @@ pub fn measure(opts: &Options) -> Results {
         .filter(|&w| w != Workload::Lifecycle)
         .map(|w| plan.points(w).len() * contenders.len())
         .sum::<usize>()
-        + lifecycle_runs;
+        + lifecycle_runs
+        + java
+            .as_ref()
+            .map_or(0, |_| JavaCounter::ALL.len() * plan.threads.len());
     // Memory and read-at-threads: one point per thread count and contender.
     let counted_points = (plan.memory.len() + plan.read_threads.len()) * contenders.len();
     let pb = if opts.progress {
@@ -289,6 +319,7 @@ pub fn measure(opts: &Options) -> Results {
         figures: Vec::new(),
         pb: &pb,
         workload: Workload::Threads,
+        java,
     };
     for w in Workload::ALL {
         s.workload = w;
@@ -297,6 +328,16 @@ pub fn measure(opts: &Options) -> Results {
         } else {
             contender::for_each(&mut s);
         }
+        if w == Workload::Threads {
+            s.java_threads();
+        }
+    }
+    let java_measured = s
+        .figures
+        .iter()
+        .any(|f| f.contender == java_probe::LONG_ADDER);
+    if java_measured {
+        contenders.extend(JavaCounter::ALL.map(JavaCounter::info));
     }
     pb.finish_and_clear();
     let params = Params {
@@ -309,6 +350,7 @@ pub fn measure(opts: &Options) -> Results {
         rw_writers: plan.writers,
     };
     let mut machine = Machine::detect();
+    machine.java = Some(java_note);
     if let Some(label) = &opts.label {
         machine.label = label.clone();
     }
@@ -334,7 +376,7 @@ pub fn conclude(
     let ranking = rank::rank(&figures, &contenders, &params);
     let per_cpu = PerCpuCase::detect(&figures, &ranking, &params, machine.cores);
     let recommendation = recommend(&ranking, &params, per_cpu.as_ref());
-    let targets = targets(&figures, &contenders, machine.cores);
+    let targets = targets(&figures, &contenders);
     Results {
         source: source.into(),
         machine,
@@ -382,6 +424,8 @@ struct Sweeper<'a> {
     figures: Vec<Figure>,
     pb: &'a ProgressBar,
     workload: Workload,
+    /// The Java anchors' JVM, while it answers.
+    java: Option<JavaProbe>,
 }
 
 impl Sweeper<'_> {
@@ -390,30 +434,12 @@ impl Sweeper<'_> {
         self.deadline.saturating_duration_since(Instant::now()) / self.remaining.max(1) as u32
     }
 
-    /// A pilot grows the unit count until a run takes an eighth of this point's per-run time,
-    /// then `reps` runs of the unit count scaled to fill the point's share (minus the setup
-    /// each run costs outside its timed window) are measured.
+    /// [`plan::samples`] of `point` for `C`, in this point's share of the budget.
     fn samples<C: Contender>(&self, point: Point) -> Vec<Sample> {
-        let share = self.share();
-        let begun = Instant::now();
-        let per_run = share / (self.reps as u32 + 1);
-        let mut units = 1u64;
-        let (pilot, setup) = loop {
-            let t = Instant::now();
-            let s = plan::run::<C>(&self.ctx, point, units);
-            let wall = t.elapsed();
-            if s.elapsed >= per_run / 8 || units >= 1 << 40 {
-                break (s, wall.saturating_sub(s.elapsed));
-            }
-            units *= 8;
-        };
-        let left = share.saturating_sub(begun.elapsed()) / self.reps as u32;
-        let target = left.saturating_sub(setup).max(Duration::from_micros(500));
-        let scale = target.as_secs_f64() / pilot.elapsed.as_secs_f64().max(1e-9);
-        let units = ((units as f64 * scale) as u64).max(1);
-        (0..self.reps)
-            .map(|_| plan::run::<C>(&self.ctx, point, units))
-            .collect()
+        let run =
+            |units| Ok::<_, std::convert::Infallible>(plan::run::<C>(&self.ctx, point, units));
+        let Ok(samples) = plan::samples(self.share(), self.reps, run);
+        samples
     }
 
     fn record(&mut self, name: &str, point: Point, samples: &[Sample]) {
@@ -460,6 +486,29 @@ impl Sweeper<'_> {
 }
 
 impl Sweeper<'_> {
+    /// Java's counters on every threads point, sized and repeated as livecount's are. A probe
+    /// that stops answering is dropped with a message, and the sweep goes on without it.
+    fn java_threads(&mut self) {
+        let Some(mut probe) = self.java.take() else {
+            return;
+        };
+        'points: for point in self.plan.points(Workload::Threads) {
+            let Point::Threads(t) = point else { continue };
+            for counter in JavaCounter::ALL {
+                self.pb
+                    .set_message(format!("threads {} {t}", counter.name()));
+                match plan::samples(self.share(), self.reps, |u| probe.run(counter, t, u)) {
+                    Ok(samples) => self.record(counter.name(), point, &samples),
+                    Err(e) => {
+                        self.pb.println(format!("Java anchors stopped: {e}"));
+                        break 'points;
+                    }
+                }
+            }
+        }
+        self.java = Some(probe);
+    }
+
     fn done_point(&mut self) {
         self.remaining = self.remaining.saturating_sub(1);
         self.pb.inc(1);

@@ -2,6 +2,7 @@
 //! point for one contender. The criterion suite and the picker walk the same plan.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::contender::{Contender, LiveName};
 use crate::figure::Workload;
@@ -16,6 +17,11 @@ pub const MEMORY_THREADS: [usize; 4] = [1, 2, 16, 256];
 /// Live threads of the read-at-threads workload in every sweep: a thread-per-connection
 /// service or a large blocking pool, where a counter with a cell per thread walks 1 000 cells.
 pub const READ_THREADS: usize = 1_000;
+
+/// Threads far past any core count this runs on: the default sweep measures the threads
+/// workload here too, where `PerCpu` (one cell per CPU) is meant to beat `PerThread` (one per
+/// thread).
+pub const MANY_THREADS: usize = 64;
 
 /// Threads per core from which a service counts as having many more threads than cores: the
 /// plan then also measures reads at its thread count, and the picker recommends `PerCpu`
@@ -138,11 +144,11 @@ impl Plan {
             Mode::Quick => vec![1, 2, 2 * cores],
             Mode::Default => std::iter::successors(Some(1), |t| Some(t * 2))
                 .take_while(|&t| t <= 2 * cores)
-                .chain([4 * cores])
+                .chain([4 * cores, MANY_THREADS])
                 .collect(),
             Mode::Full => std::iter::successors(Some(1), |t| Some(t * 2))
                 .take_while(|&t| t <= 4 * cores)
-                .chain([2 * cores, 4 * cores])
+                .chain([2 * cores, 4 * cores, MANY_THREADS])
                 .collect(),
         };
         threads.push(user_threads);
@@ -271,6 +277,51 @@ pub fn run<C: Contender>(ctx: &Ctx, point: Point, units: u64) -> Sample {
         C::NAME
     );
     sample
+}
+
+/// `reps` samples of one point whose runs fill `share` between them: [`size`] the runs to
+/// `share / (reps + 1)` each (the pilot takes the extra share), then measure `reps` of them.
+/// `run(units)` measures one run.
+pub fn samples<E>(
+    share: Duration,
+    reps: usize,
+    mut run: impl FnMut(u64) -> Result<Sample, E>,
+) -> Result<Vec<Sample>, E> {
+    let begun = Instant::now();
+    let reps = reps.max(1);
+    let (units, pilot, setup) = size(share / (reps as u32 + 1), &mut run)?;
+    let left = share.saturating_sub(begun.elapsed()) / reps as u32;
+    let target = left.saturating_sub(setup).max(Duration::from_micros(500));
+    let units = scaled(units, &pilot, target);
+    (0..reps).map(|_| run(units)).collect()
+}
+
+/// A pilot: grows the unit count eightfold until a run's time takes an eighth of `per_run`;
+/// returns that count, its sample and the setup the run cost outside its timed part.
+///
+/// Past the core count the threads workload's time is the cores' busy time, not its window
+/// (see [`workload`]): there a run of a few pairs per thread is all barrier wake-ups, and a
+/// pilot on the window would stop at it and time them.
+pub fn size<E>(
+    per_run: Duration,
+    mut run: impl FnMut(u64) -> Result<Sample, E>,
+) -> Result<(u64, Sample, Duration), E> {
+    let mut units = 1u64;
+    loop {
+        let t = Instant::now();
+        let s = run(units)?;
+        let wall = t.elapsed();
+        if s.elapsed >= per_run / 8 || units >= 1 << 40 {
+            return Ok((units, s, wall.saturating_sub(s.elapsed)));
+        }
+        units *= 8;
+    }
+}
+
+/// The unit count whose work takes about `target`, from a pilot of `units` units.
+pub fn scaled(units: u64, pilot: &Sample, target: Duration) -> u64 {
+    let scale = target.as_secs_f64() / pilot.elapsed.as_secs_f64().max(1e-9);
+    ((units as f64 * scale) as u64).max(1)
 }
 
 /// Something done once per livecount counter in the lifecycle workload, with the bare

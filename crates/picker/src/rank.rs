@@ -44,6 +44,7 @@ pub fn rank(figures: &[Figure], contenders: &[Info], params: &Params) -> Vec<Row
             let excluded = match c.kind {
                 Kind::Ceiling => Some("not a counter: the physical limit".to_owned()),
                 Kind::Oracle => Some("Mutex oracle, for tests only".to_owned()),
+                Kind::Foreign => Some("another language's, for comparison".to_owned()),
                 _ if min_read.is_some_and(|m| m < 0.0) => Some("read below 0".to_owned()),
                 _ if bytes
                     .zip(params.max_bytes_per_counter)

@@ -63,6 +63,14 @@ pub fn per_cpu_note(m: &Machine) -> String {
     })
 }
 
+/// Which JVM the Java anchors ran on, or why they did not: one line, or `""` for results from
+/// before the probe.
+pub fn java_note(m: &Machine) -> String {
+    m.java.as_ref().map_or(String::new(), |java| {
+        format!("Java anchors (LongAdder, AtomicLong): {java}.")
+    })
+}
+
 /// The heading livecount's own targets go under, in the terminal and in `REPORT.md`.
 pub const TARGETS_HEADING: &str = "livecount's own targets (for its maintainers)";
 
@@ -155,6 +163,9 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s, "Date: {}  ", m.date);
     if m.per_cpu.is_some() {
         let _ = writeln!(s, "{}  ", per_cpu_note(m));
+    }
+    if m.java.is_some() {
+        let _ = writeln!(s, "{}  ", java_note(m));
     }
     let _ = writeln!(s, "Source: {}\n", r.source);
     let _ = writeln!(s, "Reproduce: `{}`\n", r.command);

@@ -72,12 +72,20 @@ fn quick_run_writes_every_contender_and_workload() {
         results.figures.iter().all(|f| f.samples.len() >= 3),
         "every point is repeated 3 times"
     );
-    assert_eq!(results.targets.len(), 9);
+    assert_eq!(results.targets.len(), 11);
+    // With a JDK, Java's counters are measured beside Striped; without one the run says so.
+    let java = results.machine.java.as_deref().expect("the Java line");
+    let long_adder = results
+        .figures
+        .iter()
+        .any(|f| f.contender == "Java LongAdder");
+    assert_eq!(long_adder, !java.starts_with("not measured"), "{java}");
     per_cpu_is_measured_as_it_is(&results);
     let report = std::fs::read_to_string(dir.join("REPORT.md")).unwrap();
     for line in [
         "Machine: ",
         "PerCpu here: CPU ids from ",
+        "Java anchors (LongAdder, AtomicLong): ",
         "| read_at_threads / read_ns | 1000 |",
         "Rust: ",
         "Commit: ",
