@@ -16,7 +16,9 @@
 //! switches and cache misses included, harness waiting excluded. With a core per thread the
 //! window stays the measure: every thread can run at once, so it holds little waiting, and it
 //! keeps what CPU time would hide on a busy machine — threads that did not overlap did not
-//! contend, and their CPU times would add up as if they had run side by side.
+//! contend, and their CPU times would add up as if they had run side by side. (Past the
+//! cores that flattery remains: on a machine shared with other work, a contended counter's
+//! busy-time figure there is an upper bound.)
 
 use std::fmt;
 use std::hint::black_box;
