@@ -157,10 +157,12 @@ fn refused(mut o: Outcome, why: String) -> Outcome {
 }
 
 /// Ended early: dropped, unless the session was to outlive the server's maximum length and
-/// the server ended it then (mid-phase: the plan's phases run to its length).
+/// the server ended it at that length (mid-phase, as the plan's phases run to its length;
+/// late, when its last response streamed slowly on a saturated backend).
 fn dropped(mut o: Outcome, s: &PlannedSession, why: String, arrival: Instant) -> Outcome {
-    let near_end = (arrival.elapsed().as_secs_f64() - s.length_s).abs() < 2.0;
-    o.end = if s.end == PlannedEnd::TimedOut && near_end {
+    let at_limit = arrival.elapsed().as_secs_f64() >= s.length_s - 2.0
+        && why.starts_with(&format!("{:?}", tonic::Code::DeadlineExceeded));
+    o.end = if s.end == PlannedEnd::TimedOut && at_limit {
         End::Planned(PlannedEnd::TimedOut)
     } else {
         End::Dropped(format!("{why} (planned {:?}, {:.1} s)", s.end, s.length_s))
