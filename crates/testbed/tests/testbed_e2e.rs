@@ -56,13 +56,15 @@ fn heterogeneous_fleet_ranking_agrees() {
 }
 
 /// Equal backends, mostly short requests among long sessions: least request on Envoy's own
-/// open streams spreads the sessions far more evenly than the ORCA weights do (the
-/// simulator's spread CV 0.05–0.1 against 0.2–0.3).
+/// open streams spreads the sessions far more evenly than round robin on arrivals (the
+/// simulator's spread CV 0.07–0.09 against 0.18–0.26). Not Envoy's ORCA WRR here: on this
+/// lightly loaded fleet both Envoys' first-stream tails are Envoy's own floor (≈ 90 ms), so
+/// the model's ORCA-below-least-request p99 does not show (docs/testbed.md).
 #[test]
-#[ignore = "needs root (CPU cgroups) and Envoy; run by scripts/test.sh with the end-to-end tests"]
+#[ignore = "needs root (CPU cgroups), Envoy and HAProxy; run by scripts/test.sh with the end-to-end tests"]
 fn homogeneous_long_short_ranking_agrees() {
     check(
         "long_short_homogeneous_check",
-        &["envoy-least-request", "envoy-orca-wrr"],
+        &["haproxy-round-robin", "envoy-least-request"],
     );
 }
