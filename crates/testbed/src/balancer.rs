@@ -212,11 +212,13 @@ pub async fn start(balancer: Balancer, fleet: &Fleet, tools: &Tools) -> Result<R
 
 /// `balancer`'s configuration for `fleet`, listening on `front`.
 pub fn render(balancer: Balancer, fleet: &Fleet, front: u16) -> String {
-    let (template, marker) = match balancer {
-        Balancer::EnvoyLeastRequest => (ENVOY_LEAST_REQUEST, "@GRPC1@"),
-        Balancer::EnvoyOrcaWrr => (ENVOY_ORCA, "@GRPC1@"),
-        _ => (HAPROXY, "@GRPC1@"),
+    let template = match balancer {
+        Balancer::EnvoyLeastRequest => ENVOY_LEAST_REQUEST,
+        Balancer::EnvoyOrcaWrr => ENVOY_ORCA,
+        _ => HAPROXY,
     };
+    // Every template names its first backend so; the line is repeated for each backend.
+    let marker = "@GRPC1@";
     let mut out = String::new();
     for line in template.lines() {
         if is_endpoint_line(line) && !line.contains(marker) {

@@ -118,10 +118,7 @@ impl Fleet {
     pub async fn loads(&self) -> Vec<Option<LoadReport>> {
         let mut out = Vec::with_capacity(self.backends.len());
         for b in &self.backends {
-            let report = fetch_load(&b.http_addr())
-                .await
-                .and_then(|v| serde_json::from_value(v).ok());
-            out.push(report);
+            out.push(load_report(&b.http_addr()).await);
         }
         out
     }
@@ -157,6 +154,13 @@ impl Drop for Fleet {
         }
         let _ = std::fs::remove_dir(&self.cgroup);
     }
+}
+
+/// The report at `addr`'s `/load` (`None` if it did not answer within 2 s).
+pub async fn load_report(addr: &str) -> Option<LoadReport> {
+    fetch_load(addr)
+        .await
+        .and_then(|v| serde_json::from_value(v).ok())
 }
 
 /// Starts `b`'s agent inside `group`: a shell writes its own PID into the cgroup and then

@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use livecount_report::LoadReport;
-use livecount_server::load_driver::fetch_load;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use crate::fleet::load_report;
 
 /// How often the backends are polled.
 pub const POLL_EVERY: Duration = Duration::from_millis(250);
@@ -65,10 +66,7 @@ pub fn record(addrs: Vec<String>, zero: Instant) -> (Samples, JoinHandle<()>) {
             let t = now_since(zero);
             let mut backends = Vec::with_capacity(addrs.len());
             for a in &addrs {
-                let report: Option<LoadReport> = fetch_load(a)
-                    .await
-                    .and_then(|v| serde_json::from_value(v).ok());
-                backends.push(report.as_ref().map(Point::from));
+                backends.push(load_report(a).await.as_ref().map(Point::from));
             }
             sink.lock()
                 .unwrap_or_else(|e| e.into_inner())
