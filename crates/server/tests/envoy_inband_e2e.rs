@@ -10,7 +10,8 @@
 //!    sessions it took meanwhile (a session reports only when it ends).
 //! 2. **Steady state.** Health `Check` calls through Envoy every 100 ms (not sessions;
 //!    each ends at once and reports) keep the weights fresh; 60 sessions over 6 s, 30 %
-//!    killed: the hot backend takes at most 10 %, the cold ones split within 1.5×, every
+//!    killed: the hot backend takes at most 10 %, the cold ones split as Envoy's weights
+//!    ask within 3.29 × the split's measured spread ([`COLD_SPLIT_SD`]), every
 //!    backend counts its sessions back to 0 by the right reasons.
 //! 3. **Against out-of-band, same fleet.** An Envoy with the out-of-band config
 //!    (`deploy/envoy/envoy.yaml.in`) started on the same agents: how long from its start
@@ -88,6 +89,19 @@ async fn wait_ready(envoy: &Envoy, fleet: &Fleet) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The run-to-run standard deviation of the first cold backend's share of the wave's cold
+/// sessions, measured: eight runs (CI of stop 33 and seven in a row on 3b3f8e3,
+/// 2026-12-03) split 36/24, 43/17, 29/31, 24/36, 36/24, 23/37, 29/31, 37/23 at Envoy
+/// weights within 4 % of each other: ±6.9 sessions of 60, 0.115 of the share, nearly twice
+/// a binomial's 3.9. The probes share Envoy's scheduler with the sessions, and it restarts
+/// its pick order at every weight update (docs/lb/envoy.md, "Scheduler rebuilds"), so the
+/// picks come in correlated runs, not as independent coins. The out-of-band test, with no
+/// probes, holds the tighter 1.5× bound.
+const COLD_SPLIT_SD: f64 = 0.115;
+
+/// The two-sided 99.9 % quantile of the standard normal.
+const Z_999: f64 = 3.29;
 
 /// Health `Check` calls through Envoy about every `every` until aborted; each one's
 /// trailers carry its backend's report to Envoy. Returns the count of answered calls and
@@ -204,7 +218,13 @@ async fn envoy_weighs_backends_by_inband_orca_reports() {
             s.t, s.active, s.orca_weight, envoy_now
         );
     }
-    assert_shares("envoy in-band", &steady.new, fleet.hot);
+    assert_shares_within(
+        "envoy in-band",
+        &steady.new,
+        fleet.hot,
+        &envoy_mean,
+        Z_999 * COLD_SPLIT_SD,
+    );
 
     // 3. Out-of-band on the same fleet: how long until its weights avoid the hot backend.
     let (oob, _) = start_envoy(&mut fleet, OOB_TEMPLATE, "envoy-oob");

@@ -35,34 +35,7 @@ pub(crate) fn tool(candidates: &[&str], version_arg: &str) -> PathBuf {
         })
 }
 
-/// A free loopback port for a process to bind a moment later (an agent, a balancer, an
-/// agent restarted on its old port).
-///
-/// Chosen below the kernel's ephemeral range (`ip_local_port_range`), so no outgoing
-/// connection of any process (the test's own `/load` polls, Envoy's upstream connections)
-/// can be given it as its local port in the meantime, which a port from `bind(":0")`
-/// could: a run failed so, Envoy's listener "cannot bind: Address already in use". A port
-/// is handed out once per test process, and only if it binds now.
-pub(crate) fn free_port() -> u16 {
-    use std::collections::HashSet;
-    use std::sync::Mutex;
-    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
-    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768);
-    let (low, high) = (10_000u16, ephemeral.max(12_000));
-    let mut given = GIVEN.lock().unwrap();
-    let given = given.get_or_insert_with(HashSet::new);
-    for _ in 0..10_000 {
-        let port = fastrand::u16(low..high);
-        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            given.insert(port);
-            return port;
-        }
-    }
-    panic!("no free loopback port in {low}..{high} after 10 000 tries");
-}
+pub(crate) use livecount_server::ports::free_port;
 
 /// One agent process's addresses.
 #[derive(Debug, Clone)]
@@ -400,6 +373,32 @@ pub(crate) fn assert_shares(balancer: &str, new: &[u64], hot: usize) {
     assert!(
         *lo > 0 && (*hi as f64) < 1.5 * *lo as f64,
         "{balancer}: the cold backends' shares differ by 1.5× or more: {new:?}"
+    );
+}
+
+/// The hot-share half of [`assert_shares`], and the cold split judged against the weights
+/// the balancer held within `z_sd`, a spread measured over repeated runs of the test: for
+/// a balancer whose picks the sessions share with other calls, where the 1.5× bound of
+/// [`assert_shares`] is inside the run-to-run spread.
+pub(crate) fn assert_shares_within(
+    balancer: &str,
+    new: &[u64],
+    hot: usize,
+    weights: &[f64],
+    z_sd: f64,
+) {
+    assert_hot_share(balancer, new, hot);
+    let cold: Vec<usize> = (0..new.len()).filter(|&i| i != hot).collect();
+    let &[a, b] = cold.as_slice() else {
+        panic!("{balancer}: the bound is for two cold backends, got {cold:?}");
+    };
+    let n = (new[a] + new[b]) as f64;
+    let asked = weights[a] / (weights[a] + weights[b]);
+    let got = new[a] as f64 / n;
+    assert!(
+        n > 0.0 && (got - asked).abs() <= z_sd,
+        "{balancer}: the cold split {new:?} gives the first cold backend {got:.2} where the \
+         weights {weights:.0?} ask {asked:.2} (allowed: ±{z_sd:.2})"
     );
 }
 
