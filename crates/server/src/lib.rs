@@ -75,6 +75,7 @@ pub mod grpc_agent;
 mod http_router;
 pub mod load_driver;
 mod otlp_args;
+pub mod ports;
 pub mod protocol;
 mod running_agent;
 

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::fleet::Fleet;
-use crate::ports::free_port;
+use livecount_server::ports::free_port;
 
 /// Envoy with client-side weighted round robin fed by out-of-band ORCA reports.
 const ENVOY_ORCA: &str = include_str!("../../../deploy/envoy/envoy.yaml.in");

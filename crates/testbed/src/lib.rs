@@ -43,7 +43,6 @@ pub mod compare;
 pub mod fleet;
 pub mod measure;
 pub mod plot;
-pub mod ports;
 pub mod replay;
 pub mod report;
 pub mod run;

@@ -1,4 +1,6 @@
-//! Loopback ports for the agents and balancers.
+//! Loopback ports for the processes a test or a testbed starts (agents, balancers, an
+//! agent restarted on its old port): one definition for the end-to-end tests and
+//! `lbtestbed`.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -6,9 +8,16 @@ use std::sync::Mutex;
 /// A free loopback port for a process to bind a moment later.
 ///
 /// Chosen below the kernel's ephemeral range (`ip_local_port_range`), so no outgoing
-/// connection on the machine (the replayer's own, the balancers' upstream ones) can be
-/// given it as its local port in the meantime, as one from `bind(":0")` could. A port is
+/// connection on the machine (a driver's own, a balancer's upstream ones, `/load` polls)
+/// can be given it as its local port in the meantime, as one from `bind(":0")` could: a
+/// run failed so, Envoy's listener "cannot bind: Address already in use". A port is
 /// handed out once per process, and only if it binds now.
+///
+/// ```
+/// let (a, b) = (livecount_server::ports::free_port(), livecount_server::ports::free_port());
+/// assert_ne!(a, b);
+/// std::net::TcpListener::bind(("127.0.0.1", a)).unwrap();
+/// ```
 ///
 /// # Panics
 ///
