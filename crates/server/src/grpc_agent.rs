@@ -386,7 +386,10 @@ pub(crate) async fn serve_grpc(listener: tokio::net::TcpListener, agent: Arc<Age
         .add_service(orca)
         .add_service(health)
         .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener),
+            // Nagle off, as `Server::builder().tcp_nodelay` would do for `serve`: a
+            // session's small frames (HTTP/2 headers, then a chunk) must not wait for the
+            // peer's delayed ACK (~40 ms on Linux) behind each other.
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
             until_stop,
         )
         .await;

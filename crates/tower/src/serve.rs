@@ -481,6 +481,15 @@ where
     }
 }
 
+/// Turns Nagle's algorithm off on an accepted connection (as `axum::serve` and tonic's
+/// `Server::builder` do by default): a session's small frames — a WebSocket chunk after its
+/// headers, a chunk after the previous one — must not wait for the peer's delayed ACK
+/// (~40 ms on Linux) behind each other. A socket that refuses is already broken; its
+/// connection fails on its own.
+fn without_nagle(stream: &TcpStream) {
+    let _ = stream.set_nodelay(true);
+}
+
 /// Serves one connection until it closes, is upgraded (hyper hands the socket to the
 /// upgrade and this future ends), or shuts down on `stopped`: at once if no request head
 /// has ever arrived (nothing reached the application and no answer is being written, so
@@ -501,6 +510,7 @@ where
     B::Error: Into<BoxError>,
 {
     let busy = service.busy().clone();
+    without_nagle(&stream);
     let conn = http
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades();
@@ -554,4 +564,20 @@ fn out_of_descriptors(error: &io::Error) -> bool {
 #[cfg(not(unix))]
 fn out_of_descriptors(_: &io::Error) -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_accepted_connection_has_nagle_off() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap());
+        let (accepted, _client) = tokio::join!(listener.accept(), client);
+        let (stream, _) = accepted.unwrap();
+        assert!(!stream.nodelay().unwrap(), "Linux accepts with Nagle on");
+        without_nagle(&stream);
+        assert!(stream.nodelay().unwrap());
+    }
 }
