@@ -57,9 +57,9 @@ fn heterogeneous_fleet_ranking_agrees() {
 
 /// Equal backends, mostly short requests among long sessions: least request on Envoy's own
 /// open streams spreads the sessions far more evenly than round robin on arrivals (the
-/// simulator's spread CV 0.07–0.09 against 0.18–0.26). Not Envoy's ORCA WRR here: on this
-/// lightly loaded fleet both Envoys' first-stream tails are Envoy's own floor (≈ 90 ms), so
-/// the model's ORCA-below-least-request p99 does not show (docs/testbed.md).
+/// simulator's spread CV 0.07–0.09 against 0.18–0.26; the committed full run 0.085 against
+/// 0.213): the scenario's claim, balancing arrivals is not balancing sessions. (Envoy's ORCA
+/// WRR against least request separates there on spread CV alone as well; docs/testbed.md.)
 #[test]
 #[ignore = "needs root (CPU cgroups), Envoy and HAProxy; run by scripts/test.sh with the end-to-end tests"]
 fn homogeneous_long_short_ranking_agrees() {
