@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::fleet::Fleet;
 use livecount_server::ports::free_port;
+
+use crate::fleet::Fleet;
 
 /// Envoy with client-side weighted round robin fed by out-of-band ORCA reports.
 const ENVOY_ORCA: &str = include_str!("../../../deploy/envoy/envoy.yaml.in");

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use livecount_report::LoadReport;
 use livecount_server::load_driver::fetch_load;
+use livecount_server::ports::free_port;
 
 use crate::scaling::{AgentShape, Scaling};
-use livecount_server::ports::free_port;
 
 /// Where cgroup v1's CPU controller is mounted (the only hierarchy the testbed uses).
 const CPU_CGROUPS: &str = "/sys/fs/cgroup/cpu";
