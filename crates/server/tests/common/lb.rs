@@ -363,12 +363,7 @@ pub(crate) fn ended_by(before: &[LoadReport], after: &[LoadReport], reason: &str
 /// the hot backend takes at most 10 %, and the cold ones' counts differ by less than 1.5×.
 pub(crate) fn assert_shares(balancer: &str, new: &[u64], hot: usize) {
     assert_hot_share(balancer, new, hot);
-    let cold: Vec<u64> = new
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != hot)
-        .map(|(_, &n)| n)
-        .collect();
+    let cold: Vec<u64> = cold_backends(new, hot).map(|i| new[i]).collect();
     let (lo, hi) = (cold.iter().min().unwrap(), cold.iter().max().unwrap());
     assert!(
         *lo > 0 && (*hi as f64) < 1.5 * *lo as f64,
@@ -388,7 +383,7 @@ pub(crate) fn assert_shares_within(
     z_sd: f64,
 ) {
     assert_hot_share(balancer, new, hot);
-    let cold: Vec<usize> = (0..new.len()).filter(|&i| i != hot).collect();
+    let cold: Vec<usize> = cold_backends(new, hot).collect();
     let &[a, b] = cold.as_slice() else {
         panic!("{balancer}: the bound is for two cold backends, got {cold:?}");
     };
@@ -400,6 +395,11 @@ pub(crate) fn assert_shares_within(
         "{balancer}: the cold split {new:?} gives the first cold backend {got:.2} where the \
          weights {weights:.0?} ask {asked:.2} (allowed: ±{z_sd:.2})"
     );
+}
+
+/// The indices of the backends other than the hot one.
+fn cold_backends(new: &[u64], hot: usize) -> impl Iterator<Item = usize> {
+    (0..new.len()).filter(move |&i| i != hot)
 }
 
 /// The first half of [`assert_shares`]: some new sessions, the hot backend at most 10 %.
