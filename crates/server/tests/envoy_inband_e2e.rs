@@ -100,9 +100,6 @@ async fn wait_ready(envoy: &Envoy, fleet: &Fleet) {
 /// probes, holds the tighter 1.5× bound.
 const COLD_SPLIT_SD: f64 = 0.115;
 
-/// The two-sided 99.9 % quantile of the standard normal.
-const Z_999: f64 = 3.29;
-
 /// Health `Check` calls through Envoy about every `every` until aborted; each one's
 /// trailers carry its backend's report to Envoy. Returns the count of answered calls and
 /// the task.

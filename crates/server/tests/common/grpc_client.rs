@@ -183,12 +183,15 @@ impl Client {
 /// The balancing wave's sessions.
 const WAVE_SESSIONS: u64 = 60;
 
+/// Seconds over which the wave's sessions start (evenly, within 50 ms).
+const WAVE_RAMP: &str = "6";
+
 /// The client's arguments for the balancing wave beside `--sessions` [`WAVE_SESSIONS`]: over
 /// 6 s, each held 4–6 s, 30 % cancelled abruptly, after a 2.5 s warm-up that lets C-core
 /// read the loaded reports before its first call.
 const WAVE_ARGS: [&str; 12] = [
     "--ramp",
-    "6",
+    WAVE_RAMP,
     "--hold-min",
     "4",
     "--hold-max",
@@ -298,6 +301,49 @@ pub(crate) async fn balance_wave(
         cancelled,
         secs,
     }
+}
+
+/// The share of the wave's picks between cold backends `a` and `b` that C-core's weights
+/// asked of `a`: `w_a ÷ (w_a + w_b)` of the scheduler in force, averaged over 600 instants
+/// spread evenly across the ramp (the sessions start evenly across it), taking at each the
+/// last scheduler built with both weights known (before the first, the first). `None` if
+/// no scheduler knew both.
+///
+/// C-core's stride scheduler picks in the proportion of the weights it holds, and those
+/// follow the agents' reports, which two equally loaded agents need not agree on: as
+/// sessions arrive one report can advertise four times the headroom of the last (the
+/// capacity model's feedback, docs/lb/grpc.md; seen: b2 49 k → 195 k → 85 k → 67 k over
+/// three seconds while b1 held 47–49 k, and the wave split 24 / 36 as those weights asked).
+/// So the split is judged against this, not against an even split.
+pub(crate) fn asked_cold_share(run: &Value, fleet: &Fleet, a: usize, b: usize) -> Option<f64> {
+    let weight = |s: &Value, i: usize| {
+        s["weights"][format!("{{127.0.0.1:{}}}", fleet.backends[i].grpc)]
+            .as_f64()
+            .filter(|w| *w > 0.0)
+    };
+    let known: Vec<(f64, f64)> = run["weights"]["schedulers"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| {
+            let (wa, wb) = (weight(s, a)?, weight(s, b)?);
+            Some((s["at"].as_f64()?, wa / (wa + wb)))
+        })
+        .collect();
+    let first = known.first()?.1;
+    let start = run["first_call_at"].as_f64()?;
+    let ramp: f64 = WAVE_RAMP.parse().unwrap();
+    const INSTANTS: usize = 600;
+    let total: f64 = (0..INSTANTS)
+        .map(|k| {
+            let t = start + ramp * (k as f64 + 0.5) / INSTANTS as f64;
+            known
+                .iter()
+                .take_while(|(at, _)| *at <= t)
+                .last()
+                .map_or(first, |(_, share)| *share)
+        })
+        .sum();
+    Some(total / INSTANTS as f64)
 }
 
 /// C-core's weights per backend over `run` ([`weights_seen`]), printed, after checking that

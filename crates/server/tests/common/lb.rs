@@ -371,6 +371,10 @@ pub(crate) fn assert_shares(balancer: &str, new: &[u64], hot: usize) {
     );
 }
 
+/// The two-sided 99.9 % quantile of the standard normal: the cold-split bounds allow this
+/// many measured standard deviations.
+pub(crate) const Z_999: f64 = 3.29;
+
 /// The hot-share half of [`assert_shares`], and the cold split judged against the weights
 /// the balancer held within `z_sd`, a spread measured over repeated runs of the test: for
 /// a balancer whose picks the sessions share with other calls, where the 1.5× bound of
@@ -382,18 +386,40 @@ pub(crate) fn assert_shares_within(
     weights: &[f64],
     z_sd: f64,
 ) {
-    assert_hot_share(balancer, new, hot);
+    let (a, b) = two_cold(balancer, new, hot);
+    let asked = weights[a] / (weights[a] + weights[b]);
+    let why = format!("the weights {weights:.0?} ask");
+    assert_cold_split(balancer, new, hot, asked, &why, z_sd);
+}
+
+/// The two cold backends' indices, in order (the bounds here are for two).
+pub(crate) fn two_cold(balancer: &str, new: &[u64], hot: usize) -> (usize, usize) {
     let cold: Vec<usize> = cold_backends(new, hot).collect();
     let &[a, b] = cold.as_slice() else {
         panic!("{balancer}: the bound is for two cold backends, got {cold:?}");
     };
+    (a, b)
+}
+
+/// The hot-share half of [`assert_shares`], and the first cold backend's share of the cold
+/// sessions within `allowed` of `asked`, the share the balancer's weights asked of it
+/// (`why` says where `asked` came from, for the message).
+pub(crate) fn assert_cold_split(
+    balancer: &str,
+    new: &[u64],
+    hot: usize,
+    asked: f64,
+    why: &str,
+    allowed: f64,
+) {
+    assert_hot_share(balancer, new, hot);
+    let (a, b) = two_cold(balancer, new, hot);
     let n = (new[a] + new[b]) as f64;
-    let asked = weights[a] / (weights[a] + weights[b]);
     let got = new[a] as f64 / n;
     assert!(
-        n > 0.0 && (got - asked).abs() <= z_sd,
-        "{balancer}: the cold split {new:?} gives the first cold backend {got:.2} where the \
-         weights {weights:.0?} ask {asked:.2} (allowed: ±{z_sd:.2})"
+        n > 0.0 && (got - asked).abs() <= allowed,
+        "{balancer}: the cold split {new:?} gives the first cold backend {got:.2} where \
+         {why} {asked:.2} (allowed: ±{allowed:.2})"
     );
 }
 
