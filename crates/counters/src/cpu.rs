@@ -47,6 +47,9 @@ pub(crate) fn sched_getcpu() -> Option<usize> {
 /// No `sched_getcpu` here (not Linux) or a model checker's CPU instead: always `None`, so
 /// [`CpuSource::SchedGetcpu`](crate::CpuSource::SchedGetcpu) is unavailable.
 #[cfg(not(all(target_os = "linux", not(any(livecount_loom, livecount_shuttle)))))]
+// Not mutated (cargo-mutants reads `mutants::skip`; no build sets `cfg(mutants)`):
+// compiled only off Linux or under a model checker, never in the build the tests run.
+#[cfg_attr(mutants, mutants::skip)]
 #[inline]
 pub(crate) fn sched_getcpu() -> Option<usize> {
     None
@@ -54,6 +57,9 @@ pub(crate) fn sched_getcpu() -> Option<usize> {
 
 /// The model checkers' CPU for the calling thread (`model::current`); `None` outside them,
 /// where no counter takes the model's path.
+// Not mutated (cargo-mutants reads `mutants::skip`; no build sets `cfg(mutants)`): the model
+// checkers' hook; outside them `Path::Model`, its only caller, is never taken.
+#[cfg_attr(mutants, mutants::skip)]
 #[inline]
 pub(crate) fn model_cpu() -> Option<usize> {
     #[cfg(any(livecount_loom, livecount_shuttle))]
@@ -260,6 +266,9 @@ pub(crate) mod rseq {
 /// [`migrate`] moves every thread to the next CPU at once, so a model can put a migration
 /// between any update's CPU read and its add.
 #[cfg(any(livecount_loom, livecount_shuttle))]
+// Not mutated (cargo-mutants reads `mutants::skip`; no build sets `cfg(mutants)`):
+// the model checkers' instrumentation, compiled only under them.
+#[cfg_attr(mutants, mutants::skip)]
 pub(crate) mod model {
     use crate::sync::{AtomicUsize, Ordering};
 
