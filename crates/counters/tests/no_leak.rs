@@ -4,7 +4,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use livecount::{Counter, PerThread};
+use livecount::{Counter, PerThread, Striped};
 
 /// The system allocator, keeping the net number of bytes allocated.
 struct Counting;
@@ -55,6 +55,7 @@ fn dropping_a_counter_frees_its_cells() {
         "PerThread leaked its cells"
     );
     dropping_a_counter_frees_buckets_past_the_first();
+    dropping_a_striped_frees_every_table();
 }
 
 /// The net bytes of the quietest of three tries of `f`. Rarely, the test harness's own
@@ -108,6 +109,62 @@ fn six_threads(count: bool) -> isize {
         t.join().unwrap();
     }
     assert_eq!(counter.load(), 0);
+    drop(counter);
+    NET.load(Ordering::Relaxed) - before
+}
+
+/// A `Striped` that contention has grown past its first table (two stripes, then four)
+/// frees every table with its own size when dropped: net bytes against the same threads
+/// on a counter that never grew. Called from the one test, as above.
+fn dropping_a_striped_frees_every_table() {
+    // Warm up: the threads' index registrations and the pool's free list.
+    eight_threads_on_striped(true);
+    let threads_alone = eight_threads_on_striped(false);
+    assert_eq!(
+        settled(|| eight_threads_on_striped(true) - threads_alone),
+        0,
+        "Striped leaked a table or freed one with the wrong size"
+    );
+}
+
+/// Net bytes left after eight threads contend (if `contend`) on one `Striped` capped at four
+/// stripes until it has four, or start and end one session each (it never grows); it is
+/// then dropped.
+fn eight_threads_on_striped(contend: bool) -> isize {
+    use std::sync::{Arc, Barrier};
+    use std::time::{Duration, Instant};
+    let before = NET.load(Ordering::Relaxed);
+    let counter = Arc::new(Striped::with_max_stripes(4));
+    let barrier = Arc::new(Barrier::new(8));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (counter, barrier) = (Arc::clone(&counter), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                loop {
+                    let t = counter.increment();
+                    counter.decrement(t);
+                    let grown = counter.stripes() == counter.max_stripes();
+                    if !contend || grown || Instant::now() > deadline {
+                        break;
+                    }
+                }
+                barrier.wait();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(counter.load(), 0);
+    if contend {
+        assert_eq!(
+            counter.stripes(),
+            4,
+            "eight threads never grew the stripes to 4 in 20 s"
+        );
+    }
     drop(counter);
     NET.load(Ordering::Relaxed) - before
 }
