@@ -297,7 +297,7 @@ pub(crate) mod model {
 }
 
 #[cfg(all(test, not(any(livecount_loom, livecount_shuttle))))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -333,7 +333,7 @@ mod tests {
     /// Runs `check(cpu)` on a thread pinned to each allowed CPU in turn.
     #[cfg(target_os = "linux")]
     #[allow(unsafe_code)]
-    fn on_each_cpu(check: impl Fn(usize) + Sync) {
+    pub(crate) fn on_each_cpu(check: impl Fn(usize) + Sync) {
         for cpu in allowed() {
             std::thread::scope(|s| {
                 s.spawn(|| {

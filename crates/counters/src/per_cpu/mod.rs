@@ -351,6 +351,25 @@ mod tests {
         assert_eq!(on_cells, 20_000);
     }
 
+    /// Cells the packed word cannot describe take `Path::RseqCpuId`: the rseq area's CPU id,
+    /// then a locked add. Pinned to each CPU in turn, a thread counts on that CPU's cell (not,
+    /// say, always on cell 0, which would count exactly but put every CPU on one line).
+    #[cfg(livecount_rseq)]
+    #[test]
+    fn the_rseq_cpu_id_path_counts_on_the_pinned_cpus_cell() {
+        if !CpuSource::Rseq.is_available() {
+            eprintln!("NOTE: no rseq here; the CPU id path is not taken");
+            return;
+        }
+        let counter = PerCpu::build(cpu::possible(), Path::RseqCpuId);
+        crate::cpu::tests::on_each_cpu(|cpu| {
+            let token = counter.increment();
+            assert_eq!(counter.cells[cpu].started(), 1, "CPU {cpu}");
+            counter.decrement(token);
+        });
+        assert_eq!(counter.overflow.started(), 0);
+    }
+
     /// A counter off the rseq path has no critical section to take.
     #[test]
     fn a_counter_off_the_rseq_path_has_no_sequence() {
