@@ -432,9 +432,18 @@ mod tests {
         for (g, stripes) in [2, 4, 8].into_iter().enumerate() {
             head = counter.grow(head);
             assert_eq!((counter.stripes(), tables(&counter)), (stripes, g + 1));
-            // A start on every stripe of this table; the ends go to the base.
+            // Updates mask with the whole table: every stripe of it is in use.
+            assert_eq!(counter.mask.load(Ordering::Relaxed), stripes - 1);
+            // A start on every stripe of this table (each probe its own stripe); the ends go
+            // to the base.
+            let mut seen = std::collections::HashSet::new();
             for probe in 0..stripes as u32 {
-                counter.stripe(head, whole(head), probe).add(Half::Started);
+                let stripe = counter.stripe(head, whole(head), probe);
+                assert!(
+                    seen.insert(stripe as *const Pair),
+                    "probe {probe}: a stripe twice"
+                );
+                stripe.add(Half::Started);
             }
         }
         assert_eq!(counter.totals().unwrap().started, 2 + 4 + 8);
