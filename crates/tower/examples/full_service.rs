@@ -109,7 +109,12 @@ pub(crate) async fn serve(
         .layer(SessionLayer::new(tracker.clone()).with_predicate(watch))
         .add_service(health_service(&board))
         .add_service(OrcaService::server(board.clone()))
-        .serve_with_incoming_shutdown(TcpIncoming::from(grpc), stop.clone().cancelled_owned());
+        // Nagle off: `serve_with_incoming` ignores `Server::tcp_nodelay`, and with Nagle on a
+        // stream's response headers and first frame wait for the peer's delayed ACK (~40 ms).
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(grpc).with_nodelay(Some(true)),
+            stop.clone().cancelled_owned(),
+        );
     let http = AbortOnDropHandle::new(tokio::spawn(http.into_future()));
     let grpc = AbortOnDropHandle::new(tokio::spawn(grpc));
     let _publisher = AbortOnDropHandle::new(board.spawn_publisher(tracker.clone()));
