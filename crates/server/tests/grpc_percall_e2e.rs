@@ -50,7 +50,7 @@ const COLD: [&str; 16] = [
 /// until C-core's first scheduler that weighed the hot backend at most a tenth of the
 /// lighter cold one, with the weights then; `None` if it never did.
 fn avoided_after(run: &Value, fleet: &Fleet, from_ready: bool) -> Option<(f64, String)> {
-    let key = |i: usize| format!("{{127.0.0.1:{}}}", fleet.backends[i].grpc);
+    let key = |i: usize| subchannel(fleet.backends[i].grpc);
     let start = run[if from_ready {
         "ready_at"
     } else {

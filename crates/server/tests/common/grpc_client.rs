@@ -126,6 +126,12 @@ pub(crate) fn minus(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> BTr
         .collect()
 }
 
+/// How C-core's trace names the subchannel of a backend whose gRPC port is `port`: the key
+/// of its weight in every scheduler and in the run's `weight_stats`.
+pub(crate) fn subchannel(port: u16) -> String {
+    format!("{{127.0.0.1:{port}}}")
+}
+
 /// A scheduler's weights (a map from C-core's subchannel address) as `b1 1.69, b2 …`, or
 /// `None` unless every backend's weight is known.
 pub(crate) fn labelled(scheduler: &Value, fleet: &Fleet) -> Option<String> {
@@ -134,7 +140,7 @@ pub(crate) fn labelled(scheduler: &Value, fleet: &Fleet) -> Option<String> {
         .backends
         .iter()
         .map(|b| {
-            let w = scheduler[format!("{{127.0.0.1:{}}}", b.grpc)].as_f64()?;
+            let w = scheduler[subchannel(b.grpc)].as_f64()?;
             Some(format!("{} {w:.3}", b.name))
         })
         .collect();
@@ -147,7 +153,7 @@ pub(crate) fn weights_seen(summary: &Value, fleet: &Fleet) -> Vec<Option<(u64, f
         .backends
         .iter()
         .map(|b| {
-            let s = &summary["weights"]["weight_stats"][format!("{{127.0.0.1:{}}}", b.grpc)];
+            let s = &summary["weights"]["weight_stats"][subchannel(b.grpc)];
             Some((
                 s["n"].as_u64()?,
                 s["min"].as_f64()?,
@@ -317,7 +323,7 @@ pub(crate) async fn balance_wave(
 /// So the split is judged against this, not against an even split.
 pub(crate) fn asked_cold_share(run: &Value, fleet: &Fleet, a: usize, b: usize) -> Option<f64> {
     let weight = |s: &Value, i: usize| {
-        s["weights"][format!("{{127.0.0.1:{}}}", fleet.backends[i].grpc)]
+        s["weights"][subchannel(fleet.backends[i].grpc)]
             .as_f64()
             .filter(|w| *w > 0.0)
     };
