@@ -222,18 +222,27 @@ fn near_ceiling(figures: &[Figure], two: Option<(String, f64)>) -> Target {
     }
 }
 
-/// `Striped` ÷ `rival` at every thread count both were measured at, in thread order.
-fn striped_over(figures: &[Figure], rival: &str) -> Vec<(usize, f64)> {
-    let mut ratios: Vec<(usize, f64)> = figures
+/// `Striped`'s pairs/s beside `rival`'s figure at every thread count both were measured
+/// at, in thread order.
+fn striped_beside<'a>(figures: &'a [Figure], rival: &str) -> Vec<(usize, f64, &'a Figure)> {
+    let mut pairs: Vec<(usize, f64, &Figure)> = figures
         .iter()
         .filter(|f| f.is(Workload::Threads, rival, Metric::PairsPerS))
         .filter_map(|theirs| {
             let n = theirs.count()?;
-            Some((n, pairs_at(figures, "Striped", n)? / theirs.median))
+            Some((n, pairs_at(figures, "Striped", n)?, theirs))
         })
         .collect();
-    ratios.sort_by_key(|r| r.0);
-    ratios
+    pairs.sort_by_key(|p| p.0);
+    pairs
+}
+
+/// `Striped` ÷ `rival` at every thread count both were measured at, in thread order.
+fn striped_over(figures: &[Figure], rival: &str) -> Vec<(usize, f64)> {
+    striped_beside(figures, rival)
+        .into_iter()
+        .map(|(n, striped, theirs)| (n, striped / theirs.median))
+        .collect()
 }
 
 /// A target that `Striped` ÷ `rival` is at least 1 at every count in `ratios`.
@@ -262,17 +271,13 @@ fn at_least(goal: &str, rival: &str, ratios: &[(usize, f64)]) -> Target {
 fn striped_keeps_up(figures: &[Figure]) -> Target {
     const GOAL: &str =
         "Striped ≥ Sharded at every thread count (a tie within Sharded's repetitions counts)";
-    let mut counts: Vec<(usize, f64, bool)> = figures
-        .iter()
-        .filter(|f| f.is(Workload::Threads, "Sharded", Metric::PairsPerS))
-        .filter_map(|sharded| {
-            let n = sharded.count()?;
-            let striped = pairs_at(figures, "Striped", n)?;
+    let counts: Vec<(usize, f64, bool)> = striped_beside(figures, "Sharded")
+        .into_iter()
+        .map(|(n, striped, sharded)| {
             let tie = striped < sharded.median && striped >= sharded.low;
-            Some((n, striped / sharded.median, tie))
+            (n, striped / sharded.median, tie)
         })
         .collect();
-    counts.sort_by_key(|c| c.0);
     if counts.is_empty() {
         return missing(GOAL);
     }
