@@ -49,7 +49,6 @@ pub struct LoadBoard {
     started: Instant,
     /// Headroom that earns the full weight: the model's verdict for an idle backend.
     full_weight_headroom: f64,
-    rejected: AtomicU64,
     /// Reports published so far: bumped after each store, so a reader that cached an
     /// encoding of one report can tell with one load that a newer one exists.
     generation: AtomicU64,
@@ -138,7 +137,6 @@ impl LoadBoardBuilder {
             }),
             started: Instant::now(),
             full_weight_headroom: idle.min(cap).max(1.0),
-            rejected: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             draining: watch::channel(false).0,
             prequal: self.prequal,
@@ -197,14 +195,6 @@ impl LoadBoard {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Counts a session refused before it started (shown as `rejected`, added to the
-    /// snapshot's own [`refused`](livecount_session::Snapshot::refused): a refusal counted on
-    /// the tracker, by its cap or `note_refused`, must not be counted here too).
-    pub fn note_rejected(&self) {
-        // Relaxed: a statistic read whole at the next publish; it orders nothing else.
-        self.rejected.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Marks the backend as draining, publishes at once (agent-check answers `drain`)
     /// and ends every [`draining_signal`](LoadBoard::draining_signal) wait (ORCA streams).
     pub fn set_draining(&self, snapshot: Snapshot) -> Arc<LoadReport> {
@@ -261,9 +251,8 @@ impl LoadBoard {
                 .iter()
                 .map(|(r, h)| (r.as_str().to_owned(), h))
                 .collect(),
-            // The tracker's refusals (at its cap, or noted by the service) and the board's.
-            // Relaxed: see `note_rejected`.
-            rejected: snapshot.refused + self.rejected.load(Ordering::Relaxed),
+            // The tracker's count, its one counting point (its cap, its drain, `note_refused`).
+            rejected: snapshot.refused,
             max_sessions: self.max_sessions,
             pretend_qps: pretend_qps(snapshot.active, self.config.window()),
             utilisation: model.backend.smoothed_utilisation().unwrap_or(raw),
@@ -425,23 +414,23 @@ mod tests {
         let board = LoadBoard::new("b", config());
         let signal = board.draining_signal();
         assert!(!board.is_draining() && !*signal.borrow());
-        board.note_rejected();
+        tracker.note_refused();
         let r = board.set_draining(tracker.snapshot());
         assert!(r.draining && board.is_draining() && *signal.borrow());
         assert_eq!((r.weight_percent, r.rejected), (0, 1));
         assert_eq!(r.agent_reply(), "drain\n");
     }
 
-    /// Refusals a capped tracker made and the board's own add up, each counted once.
+    /// Refusals at the tracker's cap and the ones the service noted are the report's count,
+    /// each counted once.
     #[test]
-    fn the_trackers_refusals_and_the_boards_add_up() {
+    fn the_report_counts_the_trackers_refusals_once() {
         let tracker = SessionTracker::with_max_sessions(1);
         let board = LoadBoard::new("b", config());
         let _held = tracker.try_start().unwrap();
         assert!(tracker.try_start().is_err() && tracker.try_start().is_err());
         tracker.note_refused();
-        board.note_rejected();
-        assert_eq!(board.publish(tracker.snapshot()).rejected, 4);
+        assert_eq!(board.publish(tracker.snapshot()).rejected, 3);
     }
 
     #[test]

@@ -320,7 +320,7 @@ async fn the_collector_receives_the_trackers_truth() {
     }
     let mut open: Vec<_> = (0..3).map(|_| tracker.try_start_at(t0).unwrap()).collect();
     open[0].set_phase(Phase::Generating);
-    agent.board.note_rejected();
+    tracker.note_refused();
     let report = agent.publish();
     let snapshot = tracker.snapshot();
     assert_eq!((report.active, report.generating), (3, 1));

@@ -186,7 +186,7 @@ async fn an_export_is_the_latest_report_whole() {
     ] {
         tracker.try_start_at(t0).unwrap().end_at(reason, secs(at));
     }
-    board.note_rejected();
+    tracker.note_refused();
     let report = board.publish(tracker.snapshot());
     otlp.flush().await.unwrap();
     let requests = kept.lock().unwrap().clone();
