@@ -252,7 +252,7 @@ impl LoadBoard {
                 .map(|(r, h)| (r.as_str().to_owned(), h))
                 .collect(),
             // The tracker's count, its one counting point (its cap, its drain, `note_refused`).
-            rejected: snapshot.refused,
+            refused: snapshot.refused,
             max_sessions: self.max_sessions,
             pretend_qps: pretend_qps(snapshot.active, self.config.window()),
             utilisation: model.backend.smoothed_utilisation().unwrap_or(raw),
@@ -417,7 +417,7 @@ mod tests {
         tracker.note_refused();
         let r = board.set_draining(tracker.snapshot());
         assert!(r.draining && board.is_draining() && *signal.borrow());
-        assert_eq!((r.weight_percent, r.rejected), (0, 1));
+        assert_eq!((r.weight_percent, r.refused), (0, 1));
         assert_eq!(r.agent_reply(), "drain\n");
     }
 
@@ -430,7 +430,7 @@ mod tests {
         let _held = tracker.try_start().unwrap();
         assert!(tracker.try_start().is_err() && tracker.try_start().is_err());
         tracker.note_refused();
-        assert_eq!(board.publish(tracker.snapshot()).rejected, 3);
+        assert_eq!(board.publish(tracker.snapshot()).refused, 3);
     }
 
     #[test]

@@ -52,8 +52,11 @@ pub struct LoadReport {
     /// report from an agent that predates it.
     #[serde(default)]
     pub durations: BTreeMap<String, DurationHistogram>,
-    /// Sessions refused before they started (at capacity, or while draining).
-    pub rejected: u64,
+    /// Sessions refused before they started (at capacity, while draining, or noted by the
+    /// service): the snapshot's [`refused`](livecount_session::Snapshot::refused). Read
+    /// from `rejected` too, its name in `/load` bodies of agents that predate the rename.
+    #[serde(alias = "rejected")]
+    pub refused: u64,
     /// The most sessions the backend admits, if it has a hard limit.
     pub max_sessions: Option<u64>,
     /// active ÷ window: the session count as a request rate (ORCA reports its own,
@@ -100,7 +103,7 @@ impl LoadReport {
             ended: 0,
             ended_by_reason: BTreeMap::new(),
             durations: BTreeMap::new(),
-            rejected: 0,
+            refused: 0,
             max_sessions: None,
             pretend_qps: 0.0,
             utilisation: 0.0,

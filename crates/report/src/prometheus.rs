@@ -111,7 +111,7 @@ pub fn render(report: &LoadReport) -> String {
         "# HELP livecount_sessions_rejected_total Sessions refused before they started.\n\
          # TYPE livecount_sessions_rejected_total counter\n\
          livecount_sessions_rejected_total {}",
-        report.rejected
+        report.refused
     );
     s
 }
@@ -176,7 +176,7 @@ mod tests {
         let mut r = LoadReport::empty("b");
         (r.active, r.listening, r.generating, r.started, r.ended) = (3, 2, 1, 9, 6);
         r.ended_by_reason = [("completed".into(), 4), ("failed".into(), 2)].into();
-        (r.rejected, r.max_sessions, r.sequence) = (5, Some(10), 42);
+        (r.refused, r.max_sessions, r.sequence) = (5, Some(10), 42);
         (
             r.pretend_qps,
             r.utilisation,

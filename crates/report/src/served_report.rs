@@ -24,6 +24,10 @@ use crate::LoadReport;
 ///   `durations` (absent: none).
 ///   `max_sessions` may be absent or `null` (`None`, no limit). Every later field must be
 ///   added the same way.
+/// * **A renamed field still reads under its old name**: `refused` was `rejected` in
+///   older agents (a serde alias). The rename goes one way only: a balancer older than it
+///   requires `rejected` and refuses a newer agent's body (keeping its last good report
+///   until that goes stale), so upgrade balancers before agents across it.
 /// * **Every other field is required**, and a body missing one is an error, not a report.
 ///   In particular a body without `sequence`, `active`, `effective_capacity`, `headroom`
 ///   or `draining` must never read as an idle backend with room (0 active, free
@@ -105,7 +109,7 @@ mod tests {
         // must still compare equal.
         r.taken_at_unix_ms = 1_796_000_000_000;
         (r.sequence, r.active, r.listening, r.generating) = (9, 5, 3, 2);
-        (r.started, r.ended, r.rejected) = (12, 7, 1);
+        (r.started, r.ended, r.refused) = (12, 7, 1);
         r.ended_by_reason.insert("completed".into(), 7);
         let mut completed = livecount_session::DurationHistogram::default();
         completed.record(std::time::Duration::from_secs(30));
@@ -146,6 +150,18 @@ mod tests {
         assert!(back.report.durations.is_empty());
         assert_eq!(back.report.max_sessions, None);
         assert_eq!(back.report.sequence, 9);
+    }
+
+    /// An older agent's body names the refusal count `rejected`: it reads as `refused`.
+    #[test]
+    fn an_older_agents_rejected_reads_as_refused() {
+        let mut body = serde_json::to_value(ServedReport::with_age(full(), 40)).unwrap();
+        let object = body.as_object_mut().unwrap();
+        let count = object.remove("refused").expect("served as `refused`");
+        assert!(object.get("rejected").is_none(), "one name on the wire");
+        object.insert("rejected".into(), count);
+        let back: ServedReport = serde_json::from_value(body).unwrap();
+        assert_eq!(back, ServedReport::with_age(full(), 40));
     }
 
     /// Each field of the first release is required: without any one of them the body is

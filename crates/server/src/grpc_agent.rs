@@ -35,7 +35,7 @@
 //! Refused before a session starts (nothing is counted but the refusal):
 //! `RESOURCE_EXHAUSTED` "at capacity: N sessions" at `--max-sessions` (the layer, at the
 //! tracker's exact cap), `UNAVAILABLE` "draining: the server is shutting down" once the
-//! drain began (the layer, on the tracker's drain; both counted `rejected`); a `content-type` that is not
+//! drain began (the layer, on the tracker's drain; both counted `refused`); a `content-type` that is not
 //! `application/grpc…` gets HTTP 415 with `grpc-status` `INVALID_ARGUMENT` from
 //! `livecount_tower::GrpcOnlyLayer`, mounted outside the session layer, as the gRPC HTTP/2
 //! protocol asks ("servers SHOULD respond with HTTP status of 415") and grpc-go does: such a

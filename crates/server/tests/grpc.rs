@@ -290,7 +290,7 @@ async fn a_flood_above_max_sessions_is_refused_resource_exhausted() {
         assert!(matches!(s.recv().await, Ok(Some(Server::Chunk(_)))));
     }
     let report = a.agent.publish();
-    assert_eq!((report.active, report.rejected), (3, 5));
+    assert_eq!((report.active, report.refused), (3, 5));
     relay.abort();
     assert_eq!(settled(&a).await, reasons(&[("disconnected", 3)]));
     a.shutdown().await;

@@ -69,7 +69,7 @@ async fn grpc_core_wrr_weighs_agents_by_orca_headroom() {
     assert_eq!(probe["details"], AUTHORITY_DETAILS, "{probe}");
     let loads = fleet.loads().await;
     assert!(
-        loads.iter().all(|r| r.started == 0 && r.rejected == 0),
+        loads.iter().all(|r| r.started == 0 && r.refused == 0),
         "the refused stream never reached the service: {loads:?}"
     );
 

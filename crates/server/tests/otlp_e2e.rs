@@ -243,7 +243,7 @@ fn truth(report: &LoadReport) -> Seen {
             .iter()
             .map(Duration::as_secs_f64)
             .collect(),
-        rejections: report.rejected,
+        rejections: report.refused,
         headroom: report.headroom,
         effective: report.effective_capacity,
         draining: u64::from(report.draining),

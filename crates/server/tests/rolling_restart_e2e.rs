@@ -413,7 +413,7 @@ async fn wait_in(balancer: &Balancer, fleet: &Fleet, i: usize) {
 async fn restart(fleet: &mut Fleet, balancer: &Balancer, i: usize, t0: Instant) -> Restart {
     let addr = fleet.backends[i].http_addr();
     let before = load_of(&addr).await;
-    let mut r = Restart::new(i, before.rejected);
+    let mut r = Restart::new(i, before.refused);
     fleet.send_sigterm(i);
     r.term_at = t0.elapsed().as_secs_f64();
     let status = loop {

@@ -163,7 +163,7 @@ async fn a_flood_above_max_sessions_is_refused_with_503() {
         assert!(recv(ws).await.unwrap().contains("chunk"));
     }
     let report = a.agent.publish();
-    assert_eq!((report.active, report.rejected), (3, 5));
+    assert_eq!((report.active, report.refused), (3, 5));
     drop(held);
     assert_eq!(settled(&a).await, reasons(&[("disconnected", 3)]));
     a.shutdown().await;
@@ -244,7 +244,7 @@ async fn a_drain_lets_sessions_finish_refuses_new_ones_and_ends_the_rest_1012() 
     assert!(last.draining);
     assert_eq!(last.agent_reply(), "drain\n");
     assert_eq!(
-        (last.active, last.started, last.ended, last.rejected),
+        (last.active, last.started, last.ended, last.refused),
         (0, 4, 4, 1)
     );
     assert_eq!(last.ended_by_reason.get("shutdown"), Some(&2));

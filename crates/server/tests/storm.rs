@@ -109,7 +109,7 @@ async fn a_storm_with_sigkilled_clients_settles_exactly() {
         v["started"].as_u64() >= Some(total)
     })
     .await;
-    assert_eq!(peak["rejected"], 0, "{peak}");
+    assert_eq!(peak["refused"], 0, "{peak}");
     for mut d in doomed {
         d.kill().expect("SIGKILL a driver"); // SIGKILL: no close frame, no FIN handshake of ours
         let _ = d.wait();

@@ -108,7 +108,7 @@ fn register_sessions(meter: &Meter, cycle: &Arc<Cycle>) {
         .u64_observable_counter(names::REJECTIONS)
         .with_unit("{session}")
         .with_description("Sessions refused before they started (at capacity, or draining).")
-        .with_callback(reading(cycle, |r, o| o.observe(r.rejected, &[])))
+        .with_callback(reading(cycle, |r, o| o.observe(r.refused, &[])))
         .build();
 }
 

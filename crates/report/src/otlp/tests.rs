@@ -131,7 +131,7 @@ fn assert_is(request: &ExportMetricsServiceRequest, r: &LoadReport) {
     assert_eq!(ends, want);
     assert_eq!(
         points(metric(request, names::REJECTIONS))[""] as u64,
-        r.rejected
+        r.refused
     );
     assert_eq!(points(metric(request, names::HEADROOM))[""], r.headroom);
     assert_eq!(

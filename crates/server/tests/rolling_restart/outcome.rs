@@ -21,8 +21,8 @@ pub(crate) struct Restart {
     /// The first `/load` that said `draining`, and its `started`.
     pub(crate) draining_at: Option<f64>,
     started_at_drain: u64,
-    rejected_before: u64,
-    rejected_last: u64,
+    refused_before: u64,
+    refused_last: u64,
     /// When the balancer first showed it out, and as what.
     pub(crate) seen_at: Option<f64>,
     seen_state: String,
@@ -42,14 +42,14 @@ pub(crate) struct Restart {
 }
 
 impl Restart {
-    pub(crate) fn new(backend: usize, rejected_before: u64) -> Restart {
+    pub(crate) fn new(backend: usize, refused_before: u64) -> Restart {
         Restart {
             backend,
             term_at: 0.0,
             draining_at: None,
             started_at_drain: 0,
-            rejected_before,
-            rejected_last: rejected_before,
+            refused_before,
+            refused_last: refused_before,
             seen_at: None,
             seen_state: String::new(),
             sent_at_seen: 0,
@@ -79,7 +79,7 @@ impl Restart {
             self.draining_at = Some(t0.elapsed().as_secs_f64());
             self.started_at_drain = report.started;
         }
-        self.rejected_last = report.rejected;
+        self.refused_last = report.refused;
     }
 
     pub(crate) fn saw_balancer(
@@ -115,9 +115,9 @@ impl Restart {
             .map(|((s, e), a)| (s, e, a));
     }
 
-    /// Attempts the backend refused while draining (its `rejected` rose by this).
+    /// Attempts the backend refused while draining (its `refused` rose by this).
     fn refused(&self) -> u64 {
-        self.rejected_last - self.rejected_before
+        self.refused_last - self.refused_before
     }
 
     /// Sessions it started after its first draining report.
