@@ -10,7 +10,7 @@
 //! | `livecount.session.active` | UpDownCounter (observable) | `{session}` | `livecount.session.phase` |
 //! | `livecount.session.starts` | Counter (observable) | `{session}` | |
 //! | `livecount.session.ends` | Counter (observable) | `{session}` | `livecount.session.end_reason` |
-//! | `livecount.session.rejections` | Counter (observable) | `{session}` | |
+//! | `livecount.session.refusals` | Counter (observable) | `{session}` | |
 //! | `livecount.session.duration` | Histogram | `s` | `livecount.session.end_reason` |
 //! | `livecount.session.limit` | Gauge (observable) | `{session}` | |
 //! | `livecount.capacity.headroom` | Gauge (observable) | `{session}` | |
@@ -84,7 +84,7 @@ pub mod names {
     /// Sessions ended, by [`END_REASON`].
     pub const ENDS: &str = "livecount.session.ends";
     /// Sessions refused before they started.
-    pub const REJECTIONS: &str = "livecount.session.rejections";
+    pub const REFUSALS: &str = "livecount.session.refusals";
     /// How long ended sessions lasted, by [`END_REASON`].
     pub const DURATION: &str = "livecount.session.duration";
     /// The most sessions the backend admits.

@@ -108,9 +108,9 @@ pub fn render(report: &LoadReport) -> String {
     durations(&mut s, report);
     let _ = writeln!(
         s,
-        "# HELP livecount_sessions_rejected_total Sessions refused before they started.\n\
-         # TYPE livecount_sessions_rejected_total counter\n\
-         livecount_sessions_rejected_total {}",
+        "# HELP livecount_sessions_refused_total Sessions refused before they started.\n\
+         # TYPE livecount_sessions_refused_total counter\n\
+         livecount_sessions_refused_total {}",
         report.refused
     );
     s
@@ -202,7 +202,7 @@ mod tests {
             ("livecount_sessions_started_total", 9.0),
             ("livecount_sessions_ended_total{reason=\"completed\"}", 4.0),
             ("livecount_sessions_ended_total{reason=\"failed\"}", 2.0),
-            ("livecount_sessions_rejected_total", 5.0),
+            ("livecount_sessions_refused_total", 5.0),
         ];
         let want: Vec<_> = want.iter().map(|(s, v)| (s.to_string(), *v)).collect();
         assert_eq!(got, want);

@@ -9,7 +9,7 @@
 //!    5000 s) and end reasons, three left open (one generating), one refusal: once the
 //!    agent publishes, the receiver's decoded requests say exactly what the tracker says —
 //!    active by phase, starts, ends by reason, each reason's duration histogram (counts
-//!    per bucket, count, sum, the bounds), rejections, headroom and effective capacity of
+//!    per bucket, count, sum, the bounds), refusals, headroom and effective capacity of
 //!    that report, `draining` 0 — under the documented names, units and temporality.
 //! 2. The agent drains (SIGTERM's path, no grace): the open sessions end `Shutdown` and the
 //!    export's last request, sent at shutdown, is the agent's last report (`draining` 1,
@@ -124,7 +124,7 @@ struct Seen {
     /// Per reason: counts per bucket, count, sum (s).
     durations: BTreeMap<String, (Vec<u64>, u64, f64)>,
     bounds: Vec<f64>,
-    rejections: u64,
+    refusals: u64,
     headroom: f64,
     effective: f64,
     draining: u64,
@@ -195,7 +195,7 @@ fn seen(request: &Value) -> Seen {
     };
     let mut s = Seen {
         starts: num(&counter(names::STARTS)[""]["as_int"]) as u64,
-        rejections: num(&counter(names::REJECTIONS)[""]["as_int"]) as u64,
+        refusals: num(&counter(names::REFUSALS)[""]["as_int"]) as u64,
         headroom: one(names::HEADROOM, "{session}", "gauge", "as_double"),
         effective: one(names::EFFECTIVE_CAPACITY, "{session}", "gauge", "as_double"),
         draining: one(names::DRAINING, "1", "gauge", "as_int") as u64,
@@ -243,7 +243,7 @@ fn truth(report: &LoadReport) -> Seen {
             .iter()
             .map(Duration::as_secs_f64)
             .collect(),
-        rejections: report.refused,
+        refusals: report.refused,
         headroom: report.headroom,
         effective: report.effective_capacity,
         draining: u64::from(report.draining),

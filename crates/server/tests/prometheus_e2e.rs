@@ -498,12 +498,7 @@ async fn prometheus_sees_the_true_session_count_arrivals_and_capped_headroom() {
     assert_eq!(reason("completed"), closed as f64, "{r:?}");
     assert_eq!(r.iter().map(|p| p.value).sum::<f64>(), truth, "{r:?}");
     let r = table
-        .ask(
-            &prom,
-            after,
-            "sum(livecount_sessions_rejected_total)",
-            "= 0",
-        )
+        .ask(&prom, after, "sum(livecount_sessions_refused_total)", "= 0")
         .await;
     assert_eq!(r[0].value, 0.0);
     let r = table

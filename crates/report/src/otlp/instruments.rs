@@ -105,7 +105,7 @@ fn register_sessions(meter: &Meter, cycle: &Arc<Cycle>) {
         }))
         .build();
     meter
-        .u64_observable_counter(names::REJECTIONS)
+        .u64_observable_counter(names::REFUSALS)
         .with_unit("{session}")
         .with_description("Sessions refused before they started (at capacity, or draining).")
         .with_callback(reading(cycle, |r, o| o.observe(r.refused, &[])))

@@ -130,7 +130,7 @@ fn assert_is(request: &ExportMetricsServiceRequest, r: &LoadReport) {
         .collect();
     assert_eq!(ends, want);
     assert_eq!(
-        points(metric(request, names::REJECTIONS))[""] as u64,
+        points(metric(request, names::REFUSALS))[""] as u64,
         r.refused
     );
     assert_eq!(points(metric(request, names::HEADROOM))[""], r.headroom);
