@@ -16,14 +16,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput, measurement::WallTime};
-use livecount_picker::alloc::CountingAlloc;
-use livecount_picker::contender::{self, Contender, Live, LiveName, Tracked, Visit};
-use livecount_picker::figure::{Figure, Metric, Workload};
-use livecount_picker::machine::{self, Machine};
-use livecount_picker::plan::{self, Ctx, Mode, Plan, Point, VisitLifecycle};
-use livecount_picker::results::Params;
-use livecount_picker::workload::{self, ReadStats, Reader};
-use livecount_picker::{estimates, picker, report};
+// The picker's internals, shared so both front ends measure the same code; not its API.
+use livecount_picker::internals::contender::{self, Contender, Live, LiveName, Tracked, Visit};
+use livecount_picker::internals::plan::{self, Ctx, Plan, Point, VisitLifecycle};
+use livecount_picker::internals::workload::{self, ReadStats, Reader};
+use livecount_picker::internals::{self as picker, estimates, report};
+use livecount_picker::results::{Figure, Machine, Metric, Params, Workload};
+use livecount_picker::{CountingAlloc, Mode};
 
 // Counts heap bytes for the memory figures only; off (one Relaxed load) otherwise.
 #[global_allocator]
@@ -93,7 +92,7 @@ fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
 }
 
 fn main() {
-    let cores = machine::cores();
+    let cores = picker::cores();
     let quick = std::env::args().any(|a| a == "--quick");
     let threads = env("LIVECOUNT_THREADS").unwrap_or(cores).max(1);
     let readers_hz: u32 = env("LIVECOUNT_READERS_HZ").unwrap_or(10);

@@ -6,7 +6,8 @@
 //! * `benches/inband_orca.rs`: what attaching in-band ORCA costs per response.
 //!
 //! The workloads, contenders and ranking live in `livecount-picker` (`crates/picker`), which
-//! `cargo run --release` runs, so both front ends measure exactly the same code.
+//! `cargo run --release` runs, so both front ends measure exactly the same code; the suite
+//! reaches them through the picker's hidden `internals` module, which is not its API.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

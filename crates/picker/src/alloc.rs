@@ -13,8 +13,15 @@ static COUNTING: AtomicBool = AtomicBool::new(false);
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// The system allocator, counting bytes while [`measure`] runs. A binary installs it with
-/// `#[global_allocator] static ALLOC: CountingAlloc = CountingAlloc;`.
+/// The system allocator, counting live heap bytes only while the memory workload measures a
+/// contender (the timed workloads never pay for it). A binary that runs the picker installs
+/// it, or the memory figures are left out:
+///
+/// ```
+/// #[global_allocator]
+/// static ALLOC: livecount_picker::CountingAlloc = livecount_picker::CountingAlloc;
+/// # fn main() {}
+/// ```
 #[derive(Debug)]
 pub struct CountingAlloc;
 
@@ -59,14 +66,14 @@ unsafe impl GlobalAlloc for CountingAlloc {
 }
 
 /// Whether the running binary installed [`CountingAlloc`].
-pub fn installed() -> bool {
+pub(crate) fn installed() -> bool {
     drop(std::hint::black_box(Box::new(0u64)));
     INSTALLED.load(Ordering::Relaxed)
 }
 
 /// Runs `f` with counting on and returns its result and the net heap bytes it left live, or
 /// `None` for the bytes if [`CountingAlloc`] is not the global allocator. Not reentrant.
-pub fn measure<T>(f: impl FnOnce() -> T) -> (T, Option<isize>) {
+pub(crate) fn measure<T>(f: impl FnOnce() -> T) -> (T, Option<isize>) {
     let installed = installed();
     let before = LIVE.load(Ordering::Relaxed);
     COUNTING.store(true, Ordering::SeqCst);

@@ -24,7 +24,7 @@ use crate::plan::{self, Ctx, Point};
 use crate::workload::Sample;
 
 /// The thread counts of the table.
-pub const THREADS: [usize; 4] = [1, 2, 4, 8];
+pub(crate) const THREADS: [usize; 4] = [1, 2, 4, 8];
 
 /// The shortest run, whatever the budget left.
 const MIN_RUN: Duration = Duration::from_millis(20);
@@ -46,7 +46,7 @@ impl Runner {
 
 /// What the table was measured from: the medians per contender and thread count.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Anchors {
+pub(crate) struct Anchors {
     /// `(contender, median pairs/s at each of` [`THREADS`]`)`, in table order.
     pub rows: Vec<(String, Vec<f64>)>,
     /// The JVM, or why none ran.
@@ -60,7 +60,7 @@ fn rust<C: Contender>() -> Runner {
 }
 
 /// Measures the table in about `budget`, `reps` repetitions per cell.
-pub fn measure(budget: Duration, reps: usize) -> Result<Anchors, String> {
+pub(crate) fn measure(budget: Duration, reps: usize) -> Result<Anchors, String> {
     let cores = crate::machine::cores();
     let ctx = Ctx::new(cores, cores.max(2));
     // A JDK that cannot run the probe fails the table loudly (it is what the table is for);
@@ -127,7 +127,7 @@ pub fn measure(budget: Duration, reps: usize) -> Result<Anchors, String> {
 
 /// `--anchors`: measures the table in about `budget` with `reps` repetitions per cell,
 /// writes it to `dir/anchors.md` and returns it to print.
-pub fn main_with(
+pub(crate) fn main_with(
     budget: Duration,
     reps: usize,
     machine: &Machine,
@@ -155,13 +155,13 @@ impl Anchors {
     }
 
     /// `Striped` ÷ `rival` at each thread count, if both were measured.
-    pub fn ratios(&self, rival: &str) -> Option<Vec<f64>> {
+    pub(crate) fn ratios(&self, rival: &str) -> Option<Vec<f64>> {
         let (striped, rival) = (self.row("Striped")?, self.row(rival)?);
         Some(striped.iter().zip(rival).map(|(s, r)| s / r).collect())
     }
 
     /// The table as Markdown, with the machine and the command that reproduces it.
-    pub fn markdown(&self, machine: &Machine, command: &str) -> String {
+    pub(crate) fn markdown(&self, machine: &Machine, command: &str) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "# Striped and its anchors — {}\n", machine.label);
         let _ = writeln!(

@@ -78,15 +78,15 @@ pub fn for_each(v: &mut impl Visit) {
 }
 
 /// The ceiling's name.
-pub const CEILING: &str = <Ceiling as Contender>::NAME;
+pub(crate) const CEILING: &str = <Ceiling as Contender>::NAME;
 /// The `AtomicI64` baseline every ratio is taken against.
-pub const ATOMIC: &str = <PlainAtomic as Contender>::NAME;
+pub(crate) const ATOMIC: &str = <PlainAtomic as Contender>::NAME;
 /// `PerCpu`'s name.
-pub const PER_CPU: &str = <PerCpu as LiveName>::NAME;
+pub(crate) const PER_CPU: &str = <PerCpu as LiveName>::NAME;
 /// `PerThread`'s name.
-pub const PER_THREAD: &str = <PerThread as LiveName>::NAME;
+pub(crate) const PER_THREAD: &str = <PerThread as LiveName>::NAME;
 /// Peer crates (not `std` atomics) livecount's targets compare against.
-pub const PEER_CRATES: [&str; 4] = [
+pub(crate) const PEER_CRATES: [&str; 4] = [
     <FastCounter as Contender>::NAME,
     <Contatori as Contender>::NAME,
     <PromIntGauge as Contender>::NAME,
@@ -133,7 +133,7 @@ pub fn all() -> Vec<Info> {
 /// through one address), and the "ceiling" would be slower than a counter that keeps starts
 /// and ends apart.
 #[derive(Debug)]
-pub struct Ceiling {
+pub(crate) struct Ceiling {
     cells: Box<[CachePadded<[AtomicU64; 2]>]>,
     next: AtomicUsize,
 }
@@ -293,11 +293,11 @@ impl<C: LiveName> Contender for Tracked<C> {
 
 /// A bare `AtomicI64`: what most code writes first, sharing its line with its neighbours.
 #[derive(Debug)]
-pub struct PlainAtomic(AtomicI64);
+pub(crate) struct PlainAtomic(AtomicI64);
 
 /// An `AtomicI64` alone on its cache line (crossbeam `CachePadded`).
 #[derive(Debug)]
-pub struct PaddedAtomic(CachePadded<AtomicI64>);
+pub(crate) struct PaddedAtomic(CachePadded<AtomicI64>);
 
 /// The same orderings as `livecount::Single`, so the peers do no less work than it does.
 macro_rules! signed_atomic {
@@ -352,7 +352,7 @@ signed_atomic!(
 /// `fast_counter::ConcurrentCounter` with one shard per CPU (as its README sizes it): signed
 /// shards picked by a never-reused thread number, summed with Relaxed loads.
 #[derive(Debug)]
-pub struct FastCounter(fast_counter::ConcurrentCounter);
+pub(crate) struct FastCounter(fast_counter::ConcurrentCounter);
 
 impl Contender for FastCounter {
     const NAME: &'static str = "fast-counter";
@@ -387,7 +387,7 @@ impl Contender for FastCounter {
 /// `contatori::counters::signed::Signed`: 128 round-robin cache-padded signed shards, boxed
 /// (it is 16 KiB inline).
 #[derive(Debug)]
-pub struct Contatori(Box<contatori::counters::signed::Signed>);
+pub(crate) struct Contatori(Box<contatori::counters::signed::Signed>);
 
 impl Contender for Contatori {
     const NAME: &'static str = "contatori";
@@ -423,7 +423,7 @@ impl Contender for Contatori {
 /// `prometheus::IntGauge` (tikv's `prometheus` crate): one Relaxed `fetch_add` on a shared
 /// `AtomicI64` per update.
 #[derive(Debug)]
-pub struct PromIntGauge(prometheus::IntGauge);
+pub(crate) struct PromIntGauge(prometheus::IntGauge);
 
 impl Contender for PromIntGauge {
     const NAME: &'static str = "prometheus::IntGauge";
@@ -462,7 +462,7 @@ impl Contender for PromIntGauge {
 /// `Gauge::from_arc(atomic)`, so every update runs `metrics`' own `GaugeFn for AtomicU64`
 /// (a `fetch_update` CAS loop). We build exactly that handle without the exporter's HTTP stack.
 #[derive(Debug)]
-pub struct MetricsGauge {
+pub(crate) struct MetricsGauge {
     handle: metrics::Gauge,
     bits: Arc<AtomicU64>,
 }
@@ -535,7 +535,7 @@ mod tests {
 /// clock, no walkable journal. Only the lifecycle workload runs it, on threads, to show
 /// whether a slab-based tracker could meet the tracker's cost target at all.
 #[derive(Debug, Default)]
-pub struct SlabFloor {
+pub(crate) struct SlabFloor {
     counter: livecount::PerThread,
     slab: sharded_slab::Slab<()>,
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// CPU time the calling thread has used (user + system), or `None` where there is no
 /// per-thread CPU clock (not Linux, or the call failed).
 #[cfg(target_os = "linux")]
-pub fn thread() -> Option<Duration> {
+pub(crate) fn thread() -> Option<Duration> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -25,7 +25,7 @@ pub fn thread() -> Option<Duration> {
 
 /// No per-thread CPU clock here.
 #[cfg(not(target_os = "linux"))]
-pub fn thread() -> Option<Duration> {
+pub(crate) fn thread() -> Option<Duration> {
     None
 }
 

@@ -58,7 +58,7 @@ impl Workload {
     }
 
     /// The workload named `name` (criterion's group id), if there is one.
-    pub fn from_name(name: &str) -> Option<Workload> {
+    pub(crate) fn from_name(name: &str) -> Option<Workload> {
         Workload::ALL.into_iter().find(|w| w.name() == name)
     }
 }
@@ -110,7 +110,7 @@ impl Metric {
 
     /// `Some(true)` if a higher value is better, `Some(false)` if a lower one is, `None` if
     /// the metric describes rather than scores (what a reader saw, how many reads).
-    pub fn higher_is_better(self) -> Option<bool> {
+    pub(crate) fn higher_is_better(self) -> Option<bool> {
         match self {
             Metric::PairsPerS => Some(true),
             Metric::ReadNs | Metric::Bytes => Some(false),
@@ -132,9 +132,8 @@ pub struct Figure {
     pub workload: Workload,
     /// Contender name.
     pub contender: String,
-    /// Workload parameter (threads, tasks, reader pace), as [`Point::param`] writes it.
-    ///
-    /// [`Point::param`]: crate::plan::Point::param
+    /// Workload parameter (threads, tasks, reader pace), as the tables and criterion's ids
+    /// write it.
     pub param: String,
     /// What was measured.
     pub metric: Metric,
@@ -180,12 +179,12 @@ impl Figure {
     }
 
     /// `(high - low) / median`: the relative spread of the repetitions.
-    pub fn spread(&self) -> f64 {
+    pub(crate) fn spread(&self) -> f64 {
         (self.high - self.low) / self.median.abs().max(f64::MIN_POSITIVE)
     }
 
     /// The key a comparison matches figures by: `workload/contender/param/metric`.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         format!(
             "{}/{}/{}/{}",
             self.workload, self.contender, self.param, self.metric
@@ -193,19 +192,19 @@ impl Figure {
     }
 
     /// Whether this figure is `contender`'s `metric` in `workload` (at any parameter).
-    pub fn is(&self, workload: Workload, contender: &str, metric: Metric) -> bool {
+    pub(crate) fn is(&self, workload: Workload, contender: &str, metric: Metric) -> bool {
         self.workload == workload && self.metric == metric && self.contender == contender
     }
 
     /// The parameter as a thread (or task) count, if it is one.
-    pub fn count(&self) -> Option<usize> {
+    pub(crate) fn count(&self) -> Option<usize> {
         self.param.parse().ok()
     }
 }
 
 /// Looks up `contender`'s `metric` in `workload` at `param`: a count (`2`) or a reader
 /// ([`Reader`](crate::workload::Reader)), written as [`Figure::param`] is.
-pub fn find<'a>(
+pub(crate) fn find<'a>(
     figures: &'a [Figure],
     workload: Workload,
     contender: &str,
@@ -220,7 +219,7 @@ pub fn find<'a>(
 
 /// The lowest value `contender`'s `metric` took in `workload` at any parameter and in any
 /// repetition (the smallest value a reader ever saw, say).
-pub fn lowest(
+pub(crate) fn lowest(
     figures: &[Figure],
     workload: Workload,
     contender: &str,

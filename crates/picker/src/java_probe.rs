@@ -18,11 +18,11 @@ use crate::contender::{Info, Kind};
 use crate::workload::{Sample, threads_sample};
 
 /// The environment variable naming the `java` launcher to use (default: `java` on `PATH`).
-pub const JAVA_ENV: &str = "LIVECOUNT_JAVA";
+pub(crate) const JAVA_ENV: &str = "LIVECOUNT_JAVA";
 
 /// A counter of the Java standard library the probe measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JavaCounter {
+pub(crate) enum JavaCounter {
     /// `java.util.concurrent.atomic.LongAdder`: `increment()` + `decrement()`.
     LongAdder,
     /// `java.util.concurrent.atomic.AtomicLong`: `incrementAndGet()` + `decrementAndGet()`.
@@ -31,10 +31,10 @@ pub enum JavaCounter {
 
 impl JavaCounter {
     /// Both, in report order.
-    pub const ALL: [JavaCounter; 2] = [JavaCounter::LongAdder, JavaCounter::AtomicLong];
+    pub(crate) const ALL: [JavaCounter; 2] = [JavaCounter::LongAdder, JavaCounter::AtomicLong];
 
     /// The contender name in tables and `results.json`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             JavaCounter::LongAdder => "Java LongAdder",
             JavaCounter::AtomicLong => "Java AtomicLong",
@@ -50,7 +50,7 @@ impl JavaCounter {
     }
 
     /// Its [`Info`]: a foreign contender, shown and never recommended.
-    pub fn info(self) -> Info {
+    pub(crate) fn info(self) -> Info {
         Info {
             name: self.name().to_owned(),
             import: format!("java.util.concurrent.atomic.{} (JVM)", self.class()),
@@ -60,11 +60,11 @@ impl JavaCounter {
 }
 
 /// The name of the `LongAdder` contender.
-pub const LONG_ADDER: &str = "Java LongAdder";
+pub(crate) const LONG_ADDER: &str = "Java LongAdder";
 
 /// A running probe: a JVM answering `run` requests on its stdin.
 #[derive(Debug)]
-pub struct JavaProbe {
+pub(crate) struct JavaProbe {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -73,7 +73,7 @@ pub struct JavaProbe {
 }
 
 /// The probe's source, in the workspace.
-pub fn source() -> PathBuf {
+pub(crate) fn source() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/java/PairsProbe.java")
 }
 
@@ -85,7 +85,7 @@ impl JavaProbe {
     /// Starts the probe and waits for its JIT warm-up. `Ok(None)`: no `java` to run (no JDK on
     /// this machine); `Err`: a `java` that could not run the probe (a JRE without the
     /// compiler, a broken source), with what it said.
-    pub fn start() -> Result<Option<JavaProbe>, String> {
+    pub(crate) fn start() -> Result<Option<JavaProbe>, String> {
         let java = java();
         let version = match Command::new(&java).arg("-version").output() {
             Ok(out) => String::from_utf8_lossy(&out.stderr)
@@ -133,7 +133,7 @@ impl JavaProbe {
 
     /// `threads` threads each doing `per_thread` pairs on a fresh `counter`, timed by the
     /// threads workload's rule ([`threads_sample`]).
-    pub fn run(
+    pub(crate) fn run(
         &mut self,
         counter: JavaCounter,
         threads: usize,
@@ -168,7 +168,7 @@ impl JavaProbe {
 
 /// The probe if `wanted` and a JDK runs it, and the line saying which JVM it is, or why there
 /// is none (a JDK that cannot run the probe is reported, not fatal: the rest is measured).
-pub fn start_or_say_why(wanted: bool) -> (Option<JavaProbe>, String) {
+pub(crate) fn start_or_say_why(wanted: bool) -> (Option<JavaProbe>, String) {
     const INSTALL: &str = "scripts/longadder.sh installs one";
     if !wanted {
         return (None, "not measured (--no-java)".into());

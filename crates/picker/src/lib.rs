@@ -1,14 +1,37 @@
 //! The picker: measures every livecount counter and the crates you would otherwise use, on
 //! this machine, for the workload you describe, and recommends the one to import.
 //!
-//! Two front ends share everything here:
+//! # Usage
 //!
-//! * `cargo run --release` (the `livecount-picker` binary of this crate): a bounded sweep (60 s
-//!   by default) that repeats every point at least three times and writes
-//!   `target/livecount-picker/<machine>/` (`results/<machine>/` with `--update-results`).
-//! * `cargo bench` (criterion, `benches/benches/contention.rs` in `livecount-benches`): one
-//!   group per workload, one `BenchmarkId::new(contender, parameter)` per point; it ends with
-//!   the same ranked table and recommendation, computed from criterion's own estimates.
+//! Most people run its binary from the workspace: `cargo run --release` (`-- --help` lists the
+//! options) is a bounded sweep (60 s by default) that repeats every point at least three
+//! times, prints a ranked table and the counter to import, and writes `results.json`,
+//! `REPORT.md` and plots to `target/livecount-picker/<machine>/`.
+//!
+//! As a library it is the same run: [`Options`] (parsed from the binary's flags), then [`run`]
+//! for what the binary prints, or [`measure`] for the [`Results`] (the ranked table, the
+//! recommendation, every figure; [`results`] holds the schema of `results.json`). Install
+//! [`CountingAlloc`] as the global allocator, as the binary does, or the memory figures are
+//! left out.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use livecount_picker::{CountingAlloc, Mode, Options};
+//!
+//! #[global_allocator]
+//! static ALLOC: CountingAlloc = CountingAlloc;
+//!
+//! fn main() {
+//!     // Your service: 8 writer threads, read continuously; a 20 s sweep.
+//!     let args = ["--quick", "--threads", "8", "--readers-hz", "continuous"];
+//!     let opts = Options::parse(args.map(String::from)).expect("valid flags");
+//!     assert_eq!((opts.mode, opts.threads), (Mode::Quick, 8));
+//!
+//!     let results = livecount_picker::measure(&opts);
+//!     println!("{}", results.recommendation);
+//! }
+//! ```
 //!
 //! # Contenders
 //!
@@ -24,53 +47,57 @@
 //!
 //! threads, handoff, tasks (tokio), read under write, read at threads (one reader timing
 //! loads while a thousand threads that each counted are parked alive), lifecycle
-//! (`livecount-session` vs the bare counter), churn and memory; see [`workload`]. Numbers are
-//! ballpark and belong to the machine they were measured on.
+//! (`livecount-session` vs the bare counter), churn and memory; see [`results::Workload`].
+//! Numbers are ballpark and belong to the machine they were measured on.
 //!
 //! # Recommendation
 //!
 //! The fastest qualifying counter at the described thread count, except that `PerCpu` is
 //! recommended, with the reasons, for a service with at least 4 threads per core or a byte
-//! limit `PerThread` exceeds and `PerCpu` meets; see [`rank`], [`recommend`] and
-//! [`per_cpu_case`].
-//!
-//! # livecount's own targets
-//!
-//! What livecount itself aims for (≥ 8× `AtomicI64` at two threads, never a read below 0,
-//! …) lives in one place, [`targets`], and is reported apart from the recommendation, under
-//! "livecount's own targets (for its maintainers)": it is not advice about the workload.
+//! limit `PerThread` exceeds and `PerCpu` meets. The report also judges livecount's own
+//! performance targets, apart from the recommendation and for livecount's maintainers: they
+//! say nothing about the workload you described.
 //!
 //! # Results
 //!
-//! [`results`] owns the schema of `results.json`; a figure is looked up by a typed
-//! [`figure::Workload`], contender, parameter and [`figure::Metric`] ([`figure::find`]).
-//!
-//! Each machine's run lives in `results/<machine-label>/` (`results.json`, a generated
-//! `REPORT.md`, `throughput.svg`, `reader.svg`); the committed ones are this repository's
-//! reference runs (`results/amd-epyc-2c/` is the current machine's). Compare two runs with
+//! [`results::Results`] is the schema of `results.json`; a figure is one
+//! [`results::Workload`] at a parameter, for a contender, in a [`results::Metric`]. The
+//! committed runs live in `results/<machine-label>/` of this repository; compare two with
 //! `cargo run --release -- --compare OLD.json --against NEW.json`.
+//!
+//! `cargo bench` (the contention suite of `livecount-benches`) runs the same workloads under
+//! criterion and ends with the same ranked table and recommendation, computed from
+//! criterion's own estimates.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
-pub mod alloc;
-pub mod anchors;
-pub mod contender;
-pub mod cpu_time;
-pub mod estimates;
-pub mod figure;
-pub mod java_probe;
-pub mod machine;
-pub mod per_cpu_case;
-pub mod picker;
-pub mod plan;
-pub mod plot;
-pub mod rank;
-pub mod recommend;
-pub mod report;
+mod alloc;
+mod anchors;
+mod contender;
+mod cpu_time;
+mod estimates;
+mod figure;
+mod java_probe;
+mod machine;
+mod per_cpu_case;
+mod plan;
+mod plot;
+mod rank;
+mod recommend;
+mod report;
 pub mod results;
-pub mod targets;
+mod sweep;
+mod targets;
 #[cfg(test)]
 mod test_support;
-pub mod workload;
+mod workload;
+
+#[doc(hidden)]
+pub mod internals;
+
+pub use alloc::CountingAlloc;
+pub use plan::Mode;
+pub use results::Results;
+pub use sweep::{Options, measure, run};

@@ -40,7 +40,7 @@ pub struct PerCpuSetup {
 
 impl PerCpuSetup {
     /// What a fresh `PerCpu` chose in this process.
-    pub fn detect() -> PerCpuSetup {
+    pub(crate) fn detect() -> PerCpuSetup {
         let counter = livecount::PerCpu::new();
         PerCpuSetup {
             source: counter.cpu_source().name().to_owned(),

@@ -3,8 +3,7 @@
 //!
 //!     cargo run --release -- --help
 
-use livecount_picker::alloc::CountingAlloc;
-use livecount_picker::picker::{self, Options};
+use livecount_picker::{CountingAlloc, Options};
 
 // Counts heap bytes for the memory workload only; off (one Relaxed load) otherwise.
 #[global_allocator]
@@ -13,7 +12,7 @@ static ALLOC: CountingAlloc = CountingAlloc;
 fn main() {
     // `--help` prints and exits 0; a bad value prints an error naming its flag and exits 2.
     let opts = Options::parse(std::env::args().skip(1)).unwrap_or_else(|e| e.exit());
-    match picker::main_with(&opts) {
+    match livecount_picker::run(&opts) {
         Ok(out) => print!("{out}"),
         Err(e) => {
             eprintln!("error: {e}");

@@ -26,7 +26,7 @@ use crate::results::{Params, Row};
 /// Why `PerCpu` is the counter to import for the service described, whichever counter the
 /// throughput ranking puts first.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PerCpuCase {
+pub(crate) struct PerCpuCase {
     /// `--threads`.
     pub threads: usize,
     /// `--threads` and the machine's cores, when threads ≥ [`MANY_THREADS_PER_CORE`] × cores.
@@ -42,7 +42,7 @@ pub struct PerCpuCase {
 
 impl PerCpuCase {
     /// The case for `PerCpu` in this run, if there is one and `PerCpu` qualifies (is ranked).
-    pub fn detect(
+    pub(crate) fn detect(
         figures: &[Figure],
         rows: &[Row],
         params: &Params,
@@ -71,7 +71,7 @@ impl PerCpuCase {
     }
 
     /// The reasons, as one sentence without its full stop.
-    pub fn why(&self) -> String {
+    pub(crate) fn why(&self) -> String {
         let mut parts = Vec::new();
         if let Some((threads, cores)) = self.many_threads {
             let per_core = (10.0 * threads as f64 / cores.max(1) as f64).round() / 10.0;

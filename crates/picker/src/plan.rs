@@ -1,6 +1,10 @@
 //! `Plan`: which points of which workloads a run measures, and [`run`], which measures one
 //! point for one contender. The criterion suite and the picker walk the same plan.
 
+// Items here are public only through the hidden `internals` module (the criterion suite's
+// access): their links to this crate's private items are for `--document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,24 +13,24 @@ use crate::figure::Workload;
 use crate::workload::{self, BATCH, Reader, Sample};
 
 /// Pairs each churn thread does before it exits.
-pub const CHURN_PAIRS: u64 = 1_000;
+pub(crate) const CHURN_PAIRS: u64 = 1_000;
 
 /// Thread counts of the memory workload in every sweep (the user's is added).
-pub const MEMORY_THREADS: [usize; 4] = [1, 2, 16, 256];
+pub(crate) const MEMORY_THREADS: [usize; 4] = [1, 2, 16, 256];
 
 /// Live threads of the read-at-threads workload in every sweep: a thread-per-connection
 /// service or a large blocking pool, where a counter with a cell per thread walks 1 000 cells.
-pub const READ_THREADS: usize = 1_000;
+pub(crate) const READ_THREADS: usize = 1_000;
 
 /// Threads far past any core count this runs on: the default sweep measures the threads
 /// workload here too, where `PerCpu` (one cell per CPU) is meant to beat `PerThread` (one per
 /// thread).
-pub const MANY_THREADS: usize = 64;
+pub(crate) const MANY_THREADS: usize = 64;
 
 /// Threads per core from which a service counts as having many more threads than cores: the
 /// plan then also measures reads at its thread count, and the picker recommends `PerCpu`
 /// (see [`crate::per_cpu_case`] for why 4).
-pub const MANY_THREADS_PER_CORE: usize = 4;
+pub(crate) const MANY_THREADS_PER_CORE: usize = 4;
 
 /// How much to sweep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -99,7 +103,7 @@ impl Point {
     }
 
     /// How many writers a contender must give cells to (the ceiling's cell count).
-    pub fn writers(self, writers: usize) -> usize {
+    pub(crate) fn writers(self, writers: usize) -> usize {
         match self {
             Point::Threads(n) | Point::Lifecycle(n) | Point::Churn(n) => n,
             Point::Handoff(n) | Point::LifecycleHandoff(n) => 2 * n,
@@ -282,7 +286,7 @@ pub fn run<C: Contender>(ctx: &Ctx, point: Point, units: u64) -> Sample {
 /// `reps` samples of one point whose runs fill `share` between them: [`size`] the runs to
 /// `share / (reps + 1)` each (the pilot takes the extra share), then measure `reps` of them.
 /// `run(units)` measures one run.
-pub fn samples<E>(
+pub(crate) fn samples<E>(
     share: Duration,
     reps: usize,
     mut run: impl FnMut(u64) -> Result<Sample, E>,
@@ -302,7 +306,7 @@ pub fn samples<E>(
 /// Past the core count the threads workload's time is the cores' busy time, not its window
 /// (see [`workload`]): there a run of a few pairs per thread is all barrier wake-ups, and a
 /// pilot on the window would stop at it and time them.
-pub fn size<E>(
+pub(crate) fn size<E>(
     per_run: Duration,
     mut run: impl FnMut(u64) -> Result<Sample, E>,
 ) -> Result<(u64, Sample, Duration), E> {
@@ -319,7 +323,7 @@ pub fn size<E>(
 }
 
 /// The unit count whose work takes about `target`, from a pilot of `units` units.
-pub fn scaled(units: u64, pilot: &Sample, target: Duration) -> u64 {
+pub(crate) fn scaled(units: u64, pilot: &Sample, target: Duration) -> u64 {
     let scale = target.as_secs_f64() / pilot.elapsed.as_secs_f64().max(1e-9);
     ((units as f64 * scale) as u64).max(1)
 }
@@ -341,7 +345,7 @@ pub fn for_each_lifecycle(v: &mut impl VisitLifecycle) {
 }
 
 /// How many counters [`for_each_lifecycle`] visits.
-pub fn lifecycle_counters() -> usize {
+pub(crate) fn lifecycle_counters() -> usize {
     struct Count(usize);
     impl VisitLifecycle for Count {
         fn visit<C: LiveName>(&mut self) {

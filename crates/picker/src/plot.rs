@@ -29,7 +29,7 @@ const COLORS: [RGBColor; 13] = [
 ];
 
 /// Writes `throughput.svg` and `reader.svg` into `dir`.
-pub fn write(results: &Results, dir: &Path) -> Result<(), Error> {
+pub(crate) fn write(results: &Results, dir: &Path) -> Result<(), Error> {
     throughput(results, &dir.join("throughput.svg"))?;
     reader(results, &dir.join("reader.svg"))
 }

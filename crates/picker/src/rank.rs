@@ -16,13 +16,13 @@ fn reader(params: &Params) -> Reader {
 }
 
 /// The smallest value any reader saw `name` at, in any read-under-write run.
-pub fn min_read(figures: &[Figure], name: &str) -> Option<f64> {
+pub(crate) fn min_read(figures: &[Figure], name: &str) -> Option<f64> {
     lowest(figures, Workload::ReadUnderWrite, name, Metric::MinRead)
 }
 
 /// The ranked table: recommendable contenders by throughput at the user's thread count, then
 /// the excluded ones (the ceiling first) with the reason.
-pub fn rank(figures: &[Figure], contenders: &[Info], params: &Params) -> Vec<Row> {
+pub(crate) fn rank(figures: &[Figure], contenders: &[Info], params: &Params) -> Vec<Row> {
     let t = params.threads;
     let tput = |name: &str| find(figures, Workload::Threads, name, t, Metric::PairsPerS);
     let ceiling = tput(CEILING).map_or(f64::NAN, |f| f.median);

@@ -8,7 +8,7 @@ use crate::results::{Params, Row};
 
 /// The recommendation for the workload described by `params`: the fastest
 /// qualifying counter, or `PerCpu` with its reasons when `per_cpu` makes a case for it.
-pub fn recommend(rows: &[Row], params: &Params, per_cpu: Option<&PerCpuCase>) -> String {
+pub(crate) fn recommend(rows: &[Row], params: &Params, per_cpu: Option<&PerCpuCase>) -> String {
     let reader = match params.readers_hz {
         0 => "a reader polling continuously".to_owned(),
         hz => format!("a reader polling at {hz} Hz"),

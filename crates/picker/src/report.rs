@@ -7,7 +7,7 @@ use crate::machine::Machine;
 use crate::results::{Results, Row};
 
 /// `1.23 G`, `45.6 M`, `789 k`.
-pub fn si(x: f64) -> String {
+pub(crate) fn si(x: f64) -> String {
     match x.abs() {
         v if v >= 1e9 => format!("{:.2} G", x / 1e9),
         v if v >= 1e6 => format!("{:.1} M", x / 1e6),
@@ -17,7 +17,7 @@ pub fn si(x: f64) -> String {
 }
 
 /// Ratios at thread counts as a report reads them: "0.62× at 1, 0.66× at 2".
-pub fn ratios_at<T: std::fmt::Display>(ratios: &[(T, f64)]) -> String {
+pub(crate) fn ratios_at<T: std::fmt::Display>(ratios: &[(T, f64)]) -> String {
     ratios
         .iter()
         .map(|(at, ratio)| format!("{ratio:.2}× at {at}"))
@@ -65,7 +65,7 @@ pub fn per_cpu_note(m: &Machine) -> String {
 
 /// Which JVM the Java anchors ran on, or why they did not: one line, or `""` for results from
 /// before the probe.
-pub fn java_note(m: &Machine) -> String {
+pub(crate) fn java_note(m: &Machine) -> String {
     m.java.as_ref().map_or(String::new(), |java| {
         format!("Java anchors (LongAdder, AtomicLong): {java}.")
     })
@@ -148,7 +148,7 @@ fn workload_table(
 }
 
 /// `REPORT.md`: generated from `results.json`, never edited by hand.
-pub fn markdown(r: &Results) -> String {
+pub(crate) fn markdown(r: &Results) -> String {
     let m = &r.machine;
     let p = &r.params;
     let mut s = String::new();
@@ -238,7 +238,7 @@ pub fn markdown(r: &Results) -> String {
 
 /// One line of a comparison.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Change {
+pub(crate) struct Change {
     /// The figure's key (workload/contender/param/metric).
     pub key: String,
     /// What the figure measures, which says which direction is better.
@@ -251,13 +251,13 @@ pub struct Change {
 
 impl Change {
     /// `new / old`.
-    pub fn ratio(&self) -> f64 {
+    pub(crate) fn ratio(&self) -> f64 {
         self.new / self.old
     }
 
     /// Whether the change is a regression of more than `tolerance` (0.1 = 10%), given the
     /// metric's direction (throughput: higher is better; costs and bytes: lower is better).
-    pub fn regressed(&self, tolerance: f64) -> bool {
+    pub(crate) fn regressed(&self, tolerance: f64) -> bool {
         match self.metric.higher_is_better() {
             Some(true) => self.ratio() < 1.0 - tolerance,
             Some(false) => self.ratio() > 1.0 + tolerance,
@@ -267,7 +267,7 @@ impl Change {
 }
 
 /// Every figure present in both runs, with its ratio.
-pub fn compare(old: &[Figure], new: &[Figure]) -> Vec<Change> {
+pub(crate) fn compare(old: &[Figure], new: &[Figure]) -> Vec<Change> {
     new.iter()
         .filter_map(|n| {
             let key = n.key();
@@ -282,7 +282,7 @@ pub fn compare(old: &[Figure], new: &[Figure]) -> Vec<Change> {
 }
 
 /// The comparison as a table, regressions (beyond 10%) marked.
-pub fn compare_table(changes: &[Change]) -> String {
+pub(crate) fn compare_table(changes: &[Change]) -> String {
     let mut s = String::from("| figure | old | new | new/old | |\n|---|---:|---:|---:|---|\n");
     for c in changes {
         let _ = writeln!(

@@ -1,13 +1,14 @@
 //! `Results`: every figure of one run, the machine it ran on, and what was concluded; the
-//! schema of `results/<machine>/results.json`, every type it holds defined here or below it
-//! ([`Figure`], [`Machine`], [`Info`]), none in the code that computes them.
+//! schema of `results/<machine>/results.json`. Every type it holds is defined here or
+//! re-exported here ([`Figure`], [`Machine`], [`Info`], …), none in the code that computes
+//! them.
 //!
 //! The committed files under `results/` must keep loading: a test reads every one.
 
-use crate::contender::{Info, Kind};
-use crate::figure::{Figure, Workload};
-use crate::machine::Machine;
-use crate::plan::Mode;
+use crate::Mode;
+pub use crate::contender::{Info, Kind};
+pub use crate::figure::{Figure, Metric, Workload};
+pub use crate::machine::{Machine, PerCpuSetup};
 
 /// What the user described and how the run swept.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -74,8 +75,8 @@ pub struct Row {
     pub excluded: Option<String>,
 }
 
-/// One of livecount's own performance targets (its maintainers' goals, see
-/// [`crate::targets`]), judged on this run: not a statement about the user's workload.
+/// One of livecount's own performance targets (its maintainers' goals), judged on this run:
+/// not a statement about the user's workload.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Target {
     /// What livecount aims for.
@@ -86,7 +87,18 @@ pub struct Target {
     pub met: Option<bool>,
 }
 
-/// One run: where, what, every figure, and the conclusion.
+/// One run: where, what, every figure, and the conclusion; what [`measure`](crate::measure)
+/// returns and `results.json` holds.
+///
+/// ```
+/// # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../results/amd-epyc-2c/results.json");
+/// use livecount_picker::Results;
+///
+/// let run: Results = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+/// assert!(run.recommendation.contains("import `"));
+/// let first = run.ranking.iter().find(|row| row.rank == Some(1)).unwrap();
+/// assert!(run.recommendation.contains(&first.import));
+/// ```
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Results {
     /// `"picker"` or `"criterion"`.
@@ -107,8 +119,8 @@ pub struct Results {
     pub ranking: Vec<Row>,
     /// The recommendation paragraph.
     pub recommendation: String,
-    /// livecount's own targets ([`crate::targets`]), met or not: for its maintainers, not
-    /// about the workload described.
+    /// livecount's own targets, met or not: for its maintainers, not about the workload
+    /// described.
     pub targets: Vec<Target>,
 }
 

@@ -41,10 +41,10 @@ use crate::results::Target;
 
 /// With [`READ_THREADS`] threads alive, a `PerCpu` read must be at least this many times
 /// cheaper than a `PerThread` read.
-pub const CHEAPER_FACTOR: f64 = 10.0;
+pub(crate) const CHEAPER_FACTOR: f64 = 10.0;
 
 /// Judges livecount's eleven targets on `figures`.
-pub fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
+pub(crate) fn targets(figures: &[Figure], contenders: &[Info]) -> Vec<Target> {
     let two = best_live(figures, contenders, Workload::Threads, 2, "");
     let mut out = vec![
         two_threads(figures, two.clone()),

@@ -20,6 +20,10 @@
 //! cores that flattery remains: on a machine shared with other work, a contended counter's
 //! busy-time figure there is an upper bound.)
 
+// Items here are public only through the hidden `internals` module (the criterion suite's
+// access): their links to this crate's private items are for `--document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
+
 use std::fmt;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -31,7 +35,7 @@ use std::time::{Duration, Instant};
 use crate::contender::Contender;
 
 /// Sessions a hand-off batch carries.
-pub const BATCH: usize = 64;
+pub(crate) const BATCH: usize = 64;
 
 /// What one run of a workload did.
 #[derive(Clone, Copy, Debug, Default)]
@@ -50,13 +54,13 @@ pub struct Sample {
 
 impl Sample {
     /// Start+end pairs per second.
-    pub fn throughput(&self) -> f64 {
+    pub(crate) fn throughput(&self) -> f64 {
         self.pairs as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 
     /// Start+end pairs per second of the cores' busy time, where measured (see
     /// [`busy`](Sample::busy)); else [`throughput`](Sample::throughput).
-    pub fn busy_throughput(&self) -> f64 {
+    pub(crate) fn busy_throughput(&self) -> f64 {
         self.busy.map_or_else(
             || self.throughput(),
             |busy| self.pairs as f64 / busy.as_secs_f64().max(1e-9),
@@ -115,7 +119,7 @@ fn pairs<C: Contender>(c: &C, local: &C::Local, n: u64) {
 
 /// **threads**: `threads` threads each do `per_thread` start+end pairs; timed by
 /// [`threads_sample`].
-pub fn threads<C: Contender>(c: &C, threads: usize, per_thread: u64) -> Sample {
+pub(crate) fn threads<C: Contender>(c: &C, threads: usize, per_thread: u64) -> Sample {
     let (window, outs) = together(threads, |_, barrier| {
         let local = c.local();
         barrier.wait();
@@ -136,7 +140,7 @@ pub fn threads<C: Contender>(c: &C, threads: usize, per_thread: u64) -> Sample {
 /// past that by the cores' busy time, `cpu / cores` (see the module docs; the window where
 /// there is no per-thread CPU clock). One rule for livecount's threads and the Java probe's.
 /// [`Sample::busy`] holds `cpu / min(threads, cores)` at every count.
-pub fn threads_sample(
+pub(crate) fn threads_sample(
     window: Duration,
     cpu: Option<Duration>,
     threads: usize,
@@ -155,7 +159,7 @@ pub fn threads_sample(
 /// **handoff**: `pairs` producer/consumer pairs; each producer starts `per_pair` sessions in
 /// batches of [`BATCH`] and sends them over a bounded channel (4 batches deep) to its
 /// consumer, which ends them: every session ends on another thread than it started on.
-pub fn handoff<C: Contender>(c: &C, pairs: usize, per_pair: u64) -> Sample {
+pub(crate) fn handoff<C: Contender>(c: &C, pairs: usize, per_pair: u64) -> Sample {
     let batches = per_pair.div_ceil(BATCH as u64);
     let channels: Vec<_> = (0..pairs)
         .map(|_| mpsc::sync_channel::<Vec<C::Token>>(4))
@@ -196,7 +200,7 @@ pub fn handoff<C: Contender>(c: &C, pairs: usize, per_pair: u64) -> Sample {
 /// **tasks**: `tasks` tokio tasks on `rt`, each looping `rounds` times start → `yield_now` →
 /// end. Tasks are spawned and parked on a gate before the clock starts; the window ends when
 /// the last task finishes.
-pub fn tasks<C: Contender>(
+pub(crate) fn tasks<C: Contender>(
     rt: &tokio::runtime::Runtime,
     c: &Arc<C>,
     tasks: usize,
@@ -258,7 +262,7 @@ pub enum Reader {
 
 impl Reader {
     /// `"none"`, `"1000Hz"`, `"continuous"`: the criterion parameter and JSON key.
-    pub fn label(self) -> String {
+    pub(crate) fn label(self) -> String {
         self.to_string()
     }
 }
@@ -282,7 +286,7 @@ impl fmt::Display for Reader {
 /// `3 × writers × BATCH`: a writer's sessions are at most one batch being built, one in the
 /// channel and one being ended by its neighbour. A read outside `0..=true_max` is an error of
 /// the contender, not of the workload.
-pub fn read_under_write<C: Contender>(
+pub(crate) fn read_under_write<C: Contender>(
     c: &C,
     writers: usize,
     rounds: u64,
@@ -407,7 +411,12 @@ fn read_loop<C: Contender>(c: &C, stop: &AtomicBool, reader: Reader) -> ReadStat
 /// **churn**: `generations` waves of `threads` short-lived threads, each doing `per_thread`
 /// pairs and exiting, so counters that give threads cells must reuse them. The window covers
 /// the whole run, spawns included (they are the workload).
-pub fn churn<C: Contender>(c: &C, threads: usize, generations: u64, per_thread: u64) -> Sample {
+pub(crate) fn churn<C: Contender>(
+    c: &C,
+    threads: usize,
+    generations: u64,
+    per_thread: u64,
+) -> Sample {
     let t0 = Instant::now();
     for _ in 0..generations {
         thread::scope(|s| {
@@ -426,7 +435,7 @@ pub fn churn<C: Contender>(c: &C, threads: usize, generations: u64, per_thread: 
 
 /// Stack size of each parked thread of [`read_at_threads`]: it counts once and waits, and a
 /// thousand default 2 MiB stacks would reserve 2 GiB.
-pub const PARKED_STACK: usize = 64 * 1024;
+pub(crate) const PARKED_STACK: usize = 64 * 1024;
 
 /// **read at threads**: `threads` threads (with [`PARKED_STACK`] stacks) each start a session
 /// on `c` and park, alive and holding it, so a counter with a cell per thread has `threads`

@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use livecount_picker::contender;
-use livecount_picker::figure::Workload;
-use livecount_picker::results::Results;
+use livecount_picker::Results;
+use livecount_picker::internals::contender;
+use livecount_picker::results::Workload;
 
 fn picker() -> Command {
     Command::new(env!("CARGO_BIN_EXE_livecount-picker"))

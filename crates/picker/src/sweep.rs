@@ -1,5 +1,5 @@
-//! The picker: command-line options, the bounded sweep with repetitions, and the files it
-//! writes. `src/main.rs` is a thin wrapper so tests can drive all of it.
+//! The sweep: command-line [`Options`], the bounded sweep with repetitions ([`measure`]), and
+//! the files it writes. `src/main.rs` is a thin wrapper so tests can drive all of it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -118,7 +118,16 @@ fn readers_hz(text: &str) -> Result<u32, String> {
     }
 }
 
-/// Parsed command line.
+/// What to measure and where to write it: the binary's command line, parsed.
+///
+/// ```
+/// use livecount_picker::{Mode, Options};
+///
+/// let opts = Options::parse(["--full", "--threads", "64"].map(String::from))?;
+/// assert_eq!((opts.mode, opts.threads, opts.reps), (Mode::Full, 64, 5));
+/// assert!(Options::parse(["--threads", "0"].map(String::from)).is_err());
+/// # Ok::<(), clap::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     /// Sweep size.
@@ -148,7 +157,8 @@ pub struct Options {
     pub progress: bool,
     /// Measure Java's counters beside `Striped` when a JDK is present.
     pub java: bool,
-    /// Measure only the side-by-side table of [`crate::anchors`].
+    /// Measure only `--anchors`' side-by-side table (`Striped` beside Java's `LongAdder`):
+    /// for livecount's maintainers.
     pub anchors: bool,
 }
 
@@ -196,8 +206,21 @@ impl Options {
     }
 }
 
-/// Runs the picker with `opts`; returns what to print, or an error message.
-pub fn main_with(opts: &Options) -> Result<String, String> {
+/// Runs the picker with `opts` as its binary does: measures, writes the results directory and
+/// returns what to print (or, with `compare` and `against`, only compares two files); an error
+/// message if a file cannot be read or written.
+///
+/// ```
+/// # let json = concat!(env!("CARGO_MANIFEST_DIR"), "/../../results/amd-epyc-2c/results.json");
+/// use livecount_picker::Options;
+///
+/// // A run compared with itself: every ratio is 1.
+/// let opts = Options::parse(["--compare", json, "--against", json].map(String::from)).unwrap();
+/// let table = livecount_picker::run(&opts)?;
+/// assert!(table.contains("threads/PerThread/1/pairs_per_s") && table.contains("| 1.00 |"));
+/// # Ok::<(), String>(())
+/// ```
+pub fn run(opts: &Options) -> Result<String, String> {
     if let (Some(old), Some(new)) = (&opts.compare, &opts.against) {
         let (old, new) = (load(old)?, load(new)?);
         return Ok(report::compare_table(&report::compare(
@@ -260,7 +283,7 @@ fn default_out(label: &str, update_results: bool) -> PathBuf {
 }
 
 /// Reads a `results.json`.
-pub fn load(path: &Path) -> Result<Results, String> {
+pub(crate) fn load(path: &Path) -> Result<Results, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text)
@@ -268,7 +291,7 @@ pub fn load(path: &Path) -> Result<Results, String> {
 }
 
 /// Writes `results.json`, `REPORT.md` and the SVG plots into `dir`.
-pub fn write(results: &Results, dir: &Path) -> Result<(), String> {
+pub(crate) fn write(results: &Results, dir: &Path) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("cannot write to {}: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
     let json = serde_json::to_string_pretty(results).map_err(|e| err(&e))?;
@@ -277,7 +300,9 @@ pub fn write(results: &Results, dir: &Path) -> Result<(), String> {
     crate::plot::write(results, dir).map_err(|e| err(&e))
 }
 
-/// Runs the sweep and concludes.
+/// Runs the sweep `opts` describe (within its budget) and concludes: the ranked table, the
+/// recommendation and every figure, without writing or printing anything (see the crate
+/// docs' example).
 pub fn measure(opts: &Options) -> Results {
     let cores = machine::cores();
     let plan = Plan::new(opts.mode, cores, opts.threads, opts.reader());
