@@ -74,6 +74,7 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// | a gRPC request's `grpc-timeout` passed first ([`grpc_timeout`](Self::grpc_timeout)) | `TimedOut`, gRPC `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)" |
 /// | a response frame waited for the transport for the write timeout (the peer stopped reading) | [`Disconnected`](livecount_session::EndReason::Disconnected), no status (nobody reads it) |
 /// | no frame either way for the idle timeout ([`Watched`] only) | `Disconnected`, gRPC `DEADLINE_EXCEEDED` "idle timeout" |
+/// | nothing from the client for the first-frame timeout ([`Watched`] only) | `Disconnected`, gRPC `DEADLINE_EXCEEDED` "first frame timeout" |
 /// | a request message above the limit ([`Watched`] only) | `Failed`, gRPC `RESOURCE_EXHAUSTED` |
 /// | the request body failed with a stream reset `CANCEL` (HTTP/2 `RST_STREAM`: the client cancelled; [`Watched`] only) | `Cancelled` at once, no status (nobody reads it) |
 /// | the request body failed otherwise (the connection or stream broke: an I/O error, a `GOAWAY`, a reset with another code such as a proxy's `INTERNAL_ERROR`, a body cut short; [`Watched`] only) | `Disconnected` at once, no status |
@@ -300,6 +301,27 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
         self.watched()
     }
 
+    /// Ends a session `Disconnected` whose client sent nothing at all for this long after
+    /// `call` — no request frame, and its request was not complete at once (`None`: never;
+    /// the default here, 10 s in a `Backend`'s layer:
+    /// [`StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT`], which says why). gRPC status
+    /// `DEADLINE_EXCEEDED` "first frame timeout". The layer becomes [`Watched`].
+    ///
+    /// ```
+    /// use livecount_tower::StreamLimits;
+    /// # let tracker: livecount_session::SessionTracker = Default::default();
+    /// let layer = livecount_tower::SessionLayer::new(tracker)
+    ///     .first_frame_timeout(StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT);
+    /// assert_eq!(layer.limits().first_frame_timeout(), Some(std::time::Duration::from_secs(10)));
+    /// ```
+    pub fn first_frame_timeout(
+        mut self,
+        limit: impl Into<Option<Duration>>,
+    ) -> SessionLayer<C, M, P, Watched> {
+        self.limits.first_frame_timeout = limit.into();
+        self.watched()
+    }
+
     /// Ends a session `Failed` when a gRPC request message declares more than `bytes` (or a
     /// plain request body exceeds it); `None`: never, the default (see [`StreamLimits`]).
     /// The layer becomes [`Watched`].
@@ -522,6 +544,7 @@ where
 impl<S, C, M, P, ReqBody, ResBody> Service<Request<ReqBody>> for SessionService<S, C, M, P, Watched>
 where
     S: Service<Request<RequestBody<ReqBody, C, M>>, Response = Response<ResBody>>,
+    ReqBody: http_body::Body,
     C: Counter + 'static,
     M: Send + Sync + 'static,
     P: Predicate<ReqBody>,
@@ -549,6 +572,11 @@ where
                 return ResponseFuture::refused(limit, grpc, self.retry_after(), cap);
             }
         };
+        if let Some(watch) = &watch
+            && request.body().is_end_stream()
+        {
+            watch.heard(); // the whole request came with its head
+        }
         let request = request.map(|body| RequestBody::new(body, watch.clone(), limit, grpc));
         ResponseFuture::new(self.inner.call(request), session, watch, kind, grpc)
             .deferring(self.deferred())

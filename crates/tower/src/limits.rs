@@ -43,6 +43,7 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | the client's `grpc-timeout` ([`grpc_timeout`](Self::grpc_timeout)) | on | `TimedOut` | `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)" | — (gRPC only) |
 /// | [`write_timeout`](Self::write_timeout) | 30 s ([`DEFAULT_WRITE_TIMEOUT`]) | `Disconnected` | — (nobody reads it) | — |
 /// | [`idle_timeout`](Self::idle_timeout) | off | `Disconnected` | `DEADLINE_EXCEEDED` "idle timeout" | 408 before the head; after it the body ends |
+/// | [`first_frame_timeout`](Self::first_frame_timeout) | off (10 s in a `Backend`: [`DEFAULT_FIRST_FRAME_TIMEOUT`](Self::DEFAULT_FIRST_FRAME_TIMEOUT)) | `Disconnected` | `DEADLINE_EXCEEDED` "first frame timeout" | 408 before the head; after it the body ends |
 /// | [`max_request_message`](Self::max_request_message) | off | `Failed` | `RESOURCE_EXHAUSTED` | 413 before the head; after it the body ends |
 /// | at the tracker's cap (admission) | the tracker's | not started, counted refused | `RESOURCE_EXHAUSTED` (trailers-only) | 503 with `Retry-After` ([`retry_after`](Self::retry_after)) |
 /// | the tracker drains (admission; [`SessionTracker::begin_drain`](livecount_session::SessionTracker::begin_drain)) | — | not started, counted refused | `UNAVAILABLE` "draining: …" (trailers-only) | 503 with `Retry-After` |
@@ -64,6 +65,16 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// `http2_keepalive_timeout`), a peer that stopped reading by the write timeout. Set it for
 /// protocols with heartbeats. It needs the request body watched, so setting it switches the
 /// layer to [`Watched`].
+///
+/// **First-frame timeout, off by default.** A request whose client has sent nothing since
+/// `call` — no request frame, and its request not already complete (a bodiless `GET`, a
+/// stream opened with `END_STREAM`) — ends at this limit. It is the silent opener's bound: a
+/// client that opens streams and never speaks holds a place under the cap until the idle
+/// timeout otherwise. Request frames are counted as the service reads them (tonic reads a
+/// unary or server-streaming request at once; a bidirectional handler reads when it
+/// polls its stream), so a service that leaves its request unread for this long is cut
+/// too. It needs the request body watched, so setting it switches the layer to
+/// [`Watched`].
 ///
 /// **Maximum request message, off by default.** tonic already refuses a message above its
 /// `max_decoding_message_size` (4 MiB unless raised) with `RESOURCE_EXHAUSTED`, which this
@@ -110,6 +121,7 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 pub struct StreamLimits {
     pub(crate) max_session: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) first_frame_timeout: Option<Duration>,
     pub(crate) write_timeout: Option<Duration>,
     pub(crate) max_request_message: Option<u64>,
     pub(crate) retry_after: Duration,
@@ -122,6 +134,7 @@ impl Default for StreamLimits {
         StreamLimits {
             max_session: Some(DEFAULT_MAX_SESSION),
             idle_timeout: None,
+            first_frame_timeout: None,
             write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
             max_request_message: None,
             retry_after: DEFAULT_RETRY_AFTER,
@@ -132,6 +145,17 @@ impl Default for StreamLimits {
 }
 
 impl StreamLimits {
+    /// The first-frame timeout a [`Backend`](https://docs.rs/livecount-service)'s layer
+    /// sets: 10 seconds.
+    ///
+    /// A client that opens a stream and sends nothing at all (not one message, not the end
+    /// of its request) holds a place under the cap without ever using it: one client with
+    /// a few connections of silent HTTP/2 streams can hold every place. A real client sends
+    /// its first message within a round trip or two of opening the stream; ten seconds is
+    /// far above any network's and far below the idle timeout a silent-but-live session
+    /// needs, so the place comes back long before the idle timeout would return it.
+    pub const DEFAULT_FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// No limit at all (the layer before limits existed): no sweeper, nothing per request
     /// beyond the session.
     ///
@@ -143,6 +167,7 @@ impl StreamLimits {
         StreamLimits {
             max_session: None,
             idle_timeout: None,
+            first_frame_timeout: None,
             write_timeout: None,
             max_request_message: None,
             retry_after: DEFAULT_RETRY_AFTER,
@@ -166,6 +191,12 @@ impl StreamLimits {
     /// The longest no frame may pass in either direction.
     pub fn idle_timeout(&self) -> Option<Duration> {
         self.idle_timeout
+    }
+
+    /// The longest a client may send nothing at all after `call`: not one request frame,
+    /// nor the end of its request.
+    pub fn first_frame_timeout(&self) -> Option<Duration> {
+        self.first_frame_timeout
     }
 
     /// The longest a response frame may wait for the transport to take it.
@@ -193,6 +224,7 @@ impl StreamLimits {
     pub(crate) fn timed(&self) -> bool {
         self.max_session.is_some()
             || self.idle_timeout.is_some()
+            || self.first_frame_timeout.is_some()
             || self.write_timeout.is_some()
             || self.grpc_timeout
     }
@@ -232,6 +264,8 @@ pub(crate) enum Limit {
     Draining = 9,
     /// The session was ended `Shutdown` from elsewhere (`end_all` at a drain's deadline).
     Shutdown = 10,
+    /// The client sent nothing for the first-frame timeout.
+    FirstFrame = 11,
 }
 
 impl Limit {
@@ -247,6 +281,7 @@ impl Limit {
             8 => Limit::Lost,
             9 => Limit::Draining,
             10 => Limit::Shutdown,
+            11 => Limit::FirstFrame,
             _ => return None,
         })
     }
@@ -256,7 +291,7 @@ impl Limit {
         match self {
             Limit::MaxSession | Limit::GrpcTimeout => EndReason::TimedOut,
             Limit::Reset => EndReason::Cancelled,
-            Limit::Idle | Limit::Stall | Limit::Lost => EndReason::Disconnected,
+            Limit::Idle | Limit::FirstFrame | Limit::Stall | Limit::Lost => EndReason::Disconnected,
             Limit::TooLarge | Limit::AtCapacity => EndReason::Failed,
             Limit::Draining | Limit::Shutdown => EndReason::Shutdown,
         }
@@ -267,6 +302,7 @@ impl Limit {
         match self {
             Limit::MaxSession => ("4", "max session length"),
             Limit::Idle => ("4", "idle timeout"),
+            Limit::FirstFrame => ("4", "first frame timeout"),
             Limit::Stall => ("4", "write timeout"),
             Limit::TooLarge => ("8", "request message above the limit"),
             Limit::AtCapacity => ("8", "at capacity"),
@@ -287,7 +323,7 @@ impl Limit {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Limit::Draining | Limit::Shutdown => StatusCode::SERVICE_UNAVAILABLE,
-            Limit::Idle => StatusCode::REQUEST_TIMEOUT,
+            Limit::Idle | Limit::FirstFrame => StatusCode::REQUEST_TIMEOUT,
             Limit::Reset | Limit::Lost => StatusCode::BAD_REQUEST,
             Limit::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         }
@@ -378,10 +414,10 @@ mod tests {
 
     #[test]
     fn limits_round_trip_through_their_byte() {
-        for value in 1..=10 {
+        for value in 1..=11 {
             assert_eq!(Limit::from_u8(value).map(|l| l as u8), Some(value));
         }
         assert_eq!(Limit::from_u8(0), None);
-        assert_eq!(Limit::from_u8(11), None);
+        assert_eq!(Limit::from_u8(12), None);
     }
 }

@@ -182,11 +182,17 @@ where
                 }
                 return Poll::Ready(Some(Err(error)));
             }
-            None => return Poll::Ready(None),
+            None => {
+                if let Some(watch) = this.watch.as_deref() {
+                    watch.heard(); // the whole request, even if it was empty
+                }
+                return Poll::Ready(None);
+            }
         };
         let Some(watch) = this.watch.as_deref() else {
             return Poll::Ready(Some(Ok(frame))); // not counted
         };
+        watch.heard();
         watch.active();
         if let (Some(limit), Some(data)) = (*this.limit, frame.data_ref())
             && let Err(size) = this.framing.feed(data.as_ref(), limit)

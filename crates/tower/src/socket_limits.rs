@@ -30,8 +30,13 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// |---|---|---|---|
 /// | [`max_session`](SocketLimits::max_session) | 1 h ([`DEFAULT_MAX_SESSION`]) | [`TimedOut`](livecount_session::EndReason::TimedOut) | 1000 "max session length" |
 /// | [`idle_timeout`](SocketLimits::idle_timeout) | 60 s ([`DEFAULT_SOCKET_IDLE_TIMEOUT`]) | [`Disconnected`](livecount_session::EndReason::Disconnected) | 1008 "idle timeout" |
+/// | [`first_message_timeout`](SocketLimits::first_message_timeout) | off (10 s in a `Backend`: [`StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT`](crate::StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT)) | `Disconnected` | 1008 "first message timeout" |
 /// | [`write_timeout`](SocketLimits::write_timeout) | 30 s ([`DEFAULT_WRITE_TIMEOUT`]) | `Disconnected` | none (the peer reads nothing) |
 /// | [`max_message_bytes`](SocketLimits::max_message_bytes) | 64 KiB ([`DEFAULT_MAX_MESSAGE_BYTES`]) | [`Failed`](livecount_session::EndReason::Failed) | 1009 "message too big" |
+///
+/// The first-message timeout counts from the upgrade until the handler reads the client's
+/// first message (a ping counts): a client that opens a socket and never speaks gives its
+/// place under the cap back within seconds, not at the idle timeout.
 ///
 /// The idle timeout counts only time the handler spends waiting in
 /// [`recv`](crate::TrackedSocket::recv) with nothing read: every message read resets it,
@@ -59,6 +64,7 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024;
 pub struct SocketLimits {
     pub(crate) max_session: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) first_message_timeout: Option<Duration>,
     pub(crate) write_timeout: Option<Duration>,
     pub(crate) max_message_bytes: usize,
     pub(crate) retry_after: Duration,
@@ -69,6 +75,7 @@ impl Default for SocketLimits {
         SocketLimits {
             max_session: Some(DEFAULT_MAX_SESSION),
             idle_timeout: Some(DEFAULT_SOCKET_IDLE_TIMEOUT),
+            first_message_timeout: None,
             write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             retry_after: DEFAULT_RETRY_AFTER,
@@ -85,6 +92,11 @@ impl SocketLimits {
     /// The longest the client may send nothing while the handler waits to read.
     pub fn idle_timeout(&self) -> Option<Duration> {
         self.idle_timeout
+    }
+
+    /// The longest a socket may stay open with no message read from the client.
+    pub fn first_message_timeout(&self) -> Option<Duration> {
+        self.first_message_timeout
     }
 
     /// The longest one send may wait for the socket to take its frame.

@@ -6,7 +6,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -89,6 +89,8 @@ pub(crate) struct SocketWatch {
     reading_since: AtomicU64,
     /// Since when a send has waited for the socket to take its frame (0: none waits).
     sending_since: AtomicU64,
+    /// Whether the handler has read anything from the client.
+    heard: AtomicBool,
     transport: OnceLock<TransportEnd>,
 }
 
@@ -98,6 +100,7 @@ impl SocketWatch {
             base: Instant::now(),
             reading_since: AtomicU64::new(0),
             sending_since: AtomicU64::new(0),
+            heard: AtomicBool::new(false),
             transport: OnceLock::new(),
         }
     }
@@ -130,6 +133,13 @@ impl SocketWatch {
     /// How long the handler has waited in `recv` for a client that sends nothing.
     pub(crate) fn silent_for(&self) -> Option<Duration> {
         self.waited(&self.reading_since)
+    }
+
+    /// How long the socket has been open without a message read from the client, if none
+    /// has been.
+    pub(crate) fn unheard_for(&self) -> Option<Duration> {
+        // Relaxed: see `mark`.
+        (!self.heard.load(Ordering::Relaxed)).then(|| Duration::from_nanos(self.stamp()))
     }
 
     /// How long the oldest send still waiting has waited.
@@ -177,6 +187,8 @@ pub struct TrackedSocket {
     activity: Option<Box<dyn Fn() + Send + Sync>>,
     /// The sessions' drain signal (their shutdown token).
     drain: CancellationToken,
+    /// The message `recv` sends the client once the drain begins, if any (not sent yet).
+    notice: Option<Message>,
 }
 
 impl TrackedSocket {
@@ -186,6 +198,7 @@ impl TrackedSocket {
         watch: std::sync::Arc<SocketWatch>,
         session: EndHandle<C, M>,
         drain: CancellationToken,
+        notice: Option<Message>,
     ) -> Self {
         TrackedSocket {
             socket: Some(socket),
@@ -193,6 +206,7 @@ impl TrackedSocket {
             watch,
             activity: Some(Box::new(move || session.touch())),
             drain,
+            notice,
         }
     }
 
@@ -231,8 +245,29 @@ impl TrackedSocket {
 
     /// The next message from the client, as [`WebSocket::recv`]: `None` once the
     /// connection is over. The wait counts toward the idle timeout.
+    ///
+    /// With a drain notice set ([`WebSocketSessions::drain_notice`](crate::WebSocketSessions::drain_notice)),
+    /// the first `recv` that is waiting when the drain begins (or called after it) sends the
+    /// notice to the client, once, and goes on waiting.
     pub async fn recv(&mut self) -> Option<Result<Message, axum::Error>> {
-        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+        loop {
+            if self.drain.is_cancelled()
+                && let Some(notice) = self.notice.take()
+            {
+                let _ = self.send(notice).await; // a lost client is seen by the read
+            }
+            let drain = (self.notice.is_some()).then(|| self.drain.clone());
+            let next = std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx));
+            match drain {
+                None => return next.await,
+                Some(drain) => tokio::select! {
+                    biased;
+                    message = next => return message,
+                    // Cancel-safe: the socket's stream loses nothing when its poll is dropped.
+                    () = drain.cancelled() => {}
+                },
+            }
+        }
     }
 
     /// Sends `message` and flushes it, as [`WebSocket::send`]; a send the socket does not
@@ -292,6 +327,10 @@ impl Stream for TrackedSocket {
         watch.mark(&watch.reading_since, polled.is_pending());
         match &polled {
             Poll::Ready(Some(Ok(message))) => {
+                if !watch.heard.load(Ordering::Relaxed) {
+                    // Relaxed: see `SocketWatch::mark`.
+                    watch.heard.store(true, Ordering::Relaxed);
+                }
                 if matches!(message, Message::Close(_)) {
                     watch.saw(TransportEnd::ClosedByPeer);
                 }

@@ -26,6 +26,9 @@ pub(crate) struct Watch<C: Counter, M> {
     /// `polls << 1 | holding`: the response body's polls, and whether the frame it yielded
     /// last is still with the transport (not polled since). Written only by the response body.
     response: AtomicU64,
+    /// Whether the client has sent anything: a request frame, or the end of its request.
+    /// Written by the request body (and `call`, for a request complete at once).
+    heard: AtomicBool,
     /// The first limit to claim the session's end (a `Limit` as `u8`, 0 for none).
     cause: AtomicU8,
 }
@@ -36,6 +39,7 @@ impl<C: Counter, M> Watch<C, M> {
             handle,
             activity: AtomicU64::new(0),
             response: AtomicU64::new(0),
+            heard: AtomicBool::new(false),
             cause: AtomicU8::new(0),
         }
     }
@@ -46,6 +50,19 @@ impl<C: Counter, M> Watch<C, M> {
         // Relaxed: a count the sweeper compares with its last reading; a late view only
         // delays an idle end, never causes one.
         self.activity.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The client sent something (a request frame, or the end of its request): the
+    /// first-frame timeout no longer applies.
+    #[inline]
+    pub(crate) fn heard(&self) {
+        // Relaxed, load before store: the flag is set once and then only read, so later
+        // frames do not write the line again. The sweeper reads it at most every 10 ms and
+        // judges it only at the limit (seconds): a frame that arrives as the limit passes
+        // may lose that race, as it would to any timer.
+        if !self.heard.load(Ordering::Relaxed) {
+            self.heard.store(true, Ordering::Relaxed);
+        }
     }
 
     /// The response body is being polled: the transport took its last frame.
@@ -121,6 +138,7 @@ struct Entry<C: Counter, M> {
 #[derive(Clone, Copy, Debug)]
 struct Ticks {
     idle: Option<u64>,
+    first_frame: Option<u64>,
     write: Option<u64>,
 }
 
@@ -153,6 +171,7 @@ impl<C: Counter, M> Watcher<C, M> {
         let shortest = [
             limits.max_session,
             limits.idle_timeout,
+            limits.first_frame_timeout,
             limits.write_timeout,
         ]
         .into_iter()
@@ -169,6 +188,7 @@ impl<C: Counter, M> Watcher<C, M> {
             max_session: limits.max_session,
             ticks: Ticks {
                 idle: in_ticks(limits.idle_timeout),
+                first_frame: in_ticks(limits.first_frame_timeout),
                 write: in_ticks(limits.write_timeout),
             },
             period,
@@ -310,6 +330,11 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> Watcher<C, M> {
             Limit::Stall
         } else if past(entry.activity.1, self.ticks.idle) {
             Limit::Idle
+        } else if !watch.heard.load(Ordering::Relaxed)
+            && past(entry.started + 1, self.ticks.first_frame)
+        {
+            // Relaxed: see `Watch::heard`.
+            Limit::FirstFrame
         } else {
             return true;
         };

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use livecount::Counter;
@@ -54,6 +54,7 @@ pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// | an RFC 6455 violation: bad framing / invalid UTF-8 | `Failed` | 1002 / 1007 |
 /// | [`max_session`](SocketLimits::max_session) passed | [`TimedOut`](EndReason::TimedOut) | 1000 "max session length" |
 /// | the client sent nothing for [`idle_timeout`](SocketLimits::idle_timeout) while the handler waited for it | `Disconnected` | 1008 "idle timeout" |
+/// | no message read for [`first_message_timeout`](SocketLimits::first_message_timeout) after the upgrade | `Disconnected` | 1008 "first message timeout" |
 /// | a send waited [`write_timeout`](SocketLimits::write_timeout) (the client stopped reading) | `Disconnected` | — |
 /// | the drain's deadline: `end_all(Shutdown)` | [`Shutdown`](EndReason::Shutdown) | 1012 "service restart" |
 /// | something else ended the session (the reaper, an [`EndHandle`]) | that reason | 1012 for `Shutdown`, else 1000 |
@@ -94,6 +95,7 @@ pub struct WebSocketSessions<C: Counter = livecount::PerThread, M = ()> {
     shutdown: CancellationToken,
     close_timeout: Duration,
     limits: SocketLimits,
+    notice: Option<Message>,
 }
 
 impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
@@ -106,7 +108,24 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
             shutdown,
             close_timeout: DEFAULT_CLOSE_TIMEOUT,
             limits: SocketLimits::default(),
+            notice: None,
         }
+    }
+
+    /// Tells every open socket's client, once, when the drain begins: `recv` sends `notice`
+    /// as it waits (see [`TrackedSocket::recv`]), so a handler that only reads and answers
+    /// needs no drain code of its own to tell its client to wrap up and reconnect elsewhere.
+    ///
+    /// ```
+    /// use axum::extract::ws::Message;
+    /// # use livecount_tower::WebSocketSessions;
+    /// let sessions: WebSocketSessions = WebSocketSessions::new(Default::default(), Default::default())
+    ///     .drain_notice(Message::text("draining"));
+    /// # let _ = sessions;
+    /// ```
+    pub fn drain_notice(mut self, notice: Message) -> Self {
+        self.notice = Some(notice);
+        self
     }
 
     /// The limits every socket is held to.
@@ -126,6 +145,15 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
     /// [`DEFAULT_SOCKET_IDLE_TIMEOUT`](crate::DEFAULT_SOCKET_IDLE_TIMEOUT)).
     pub fn idle_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
         self.limits.idle_timeout = limit.into();
+        self
+    }
+
+    /// Ends a session whose client has sent no message this long after the upgrade (none
+    /// read by the handler), [`Disconnected`](EndReason::Disconnected) with close 1008
+    /// "first message timeout" (`None`: never, the default here; 10 s in a `Backend`:
+    /// [`StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT`](crate::StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT)).
+    pub fn first_message_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.limits.first_message_timeout = limit.into();
         self
     }
 
@@ -204,6 +232,7 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
             shutdown: self.shutdown.clone(),
             close_timeout: self.close_timeout,
             limits: self.limits,
+            notice: self.notice.clone(),
         };
         let bytes = self.limits.max_message_bytes;
         ws.max_message_size(bytes)
@@ -233,6 +262,7 @@ impl<C: Counter, M> Clone for WebSocketSessions<C, M> {
             shutdown: self.shutdown.clone(),
             close_timeout: self.close_timeout,
             limits: self.limits,
+            notice: self.notice.clone(),
         }
     }
 }
@@ -300,6 +330,7 @@ struct SocketTask {
     shutdown: CancellationToken,
     close_timeout: Duration,
     limits: SocketLimits,
+    notice: Option<Message>,
 }
 
 impl SocketTask {
@@ -317,7 +348,15 @@ impl SocketTask {
         let watch = Arc::new(SocketWatch::new());
         let handle = session.0.handle();
         let drain = self.shutdown.clone();
-        let socket = TrackedSocket::new(socket, home, Arc::clone(&watch), handle.clone(), drain);
+        let notice = self.notice.clone();
+        let socket = TrackedSocket::new(
+            socket,
+            home,
+            Arc::clone(&watch),
+            handle.clone(),
+            drain,
+            notice,
+        );
         let deadline = after(self.limits.max_session.unwrap_or(Duration::MAX));
         let mut tick = tokio::time::interval(self.watch_period());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -374,7 +413,10 @@ impl SocketTask {
     fn watch_period(&self) -> Duration {
         let off = Duration::MAX;
         let idle = self.limits.idle_timeout.unwrap_or(off);
-        let shorter = idle.min(self.limits.write_timeout.unwrap_or(off));
+        let first = self.limits.first_message_timeout.unwrap_or(off);
+        let shorter = idle
+            .min(first)
+            .min(self.limits.write_timeout.unwrap_or(off));
         (shorter / 4).clamp(Duration::from_millis(10), Duration::from_secs(3600))
     }
 
@@ -393,6 +435,10 @@ impl SocketTask {
         if passed(watch.silent_for(), self.limits.idle_timeout) {
             let idle = Goodbye::close((1008, "idle timeout"));
             return Some((EndReason::Disconnected, idle));
+        }
+        if passed(watch.unheard_for(), self.limits.first_message_timeout) {
+            let unheard = Goodbye::close((1008, "first message timeout"));
+            return Some((EndReason::Disconnected, unheard));
         }
         None
     }
