@@ -12,7 +12,7 @@
 
 #[path = "../examples/full_service.rs"]
 mod full_service;
-#[path = "common/raw_ws.rs"]
+#[path = "../../tower/tests/common/raw_ws.rs"]
 mod raw_ws;
 
 use std::net::SocketAddr;
@@ -22,7 +22,8 @@ use futures_util::{SinkExt, StreamExt};
 use livecount_report::generated::xds::data::orca::v3::OrcaLoadReport;
 use livecount_report::generated::xds::service::orca::v3::OrcaLoadReportRequest;
 use livecount_report::generated::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
-use livecount_session::{EndReason, SessionTracker};
+use livecount_service::{Backend, EndReason};
+use livecount_session::SessionTracker;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
@@ -46,14 +47,14 @@ struct Running {
     check: SocketAddr,
     tracker: SessionTracker,
     shutdown: CancellationToken,
-    server: tokio::task::JoinHandle<Result<(), Box<dyn std::error::Error + Send + Sync>>>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 async fn start() -> Running {
-    start_with(SessionTracker::new()).await
+    start_with(full_service::backend(full_service::MAX_SESSIONS)).await
 }
 
-async fn start_with(tracker: SessionTracker) -> Running {
+async fn start_with(backend: Backend) -> Running {
     let bind = || TcpListener::bind("127.0.0.1:0");
     let (http, grpc, check) = (
         bind().await.unwrap(),
@@ -62,13 +63,9 @@ async fn start_with(tracker: SessionTracker) -> Running {
     );
     let shutdown = CancellationToken::new();
     let addrs = [&http, &grpc, &check].map(|l| l.local_addr().unwrap());
-    let server = tokio::spawn(full_service::serve(
-        http,
-        grpc,
-        check,
-        tracker.clone(),
-        shutdown.clone(),
-    ));
+    let tracker = backend.tracker().clone();
+    let signal = shutdown.clone().cancelled_owned();
+    let server = tokio::spawn(full_service::serve([http, grpc, check], backend, signal));
     Running {
         http: addrs[0],
         grpc: addrs[1],
@@ -379,7 +376,7 @@ async fn a_client_that_closes_its_socket_completes_its_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_holds_its_cap_and_ends_hostile_clients_once() {
     const CAP: u64 = 8;
-    let running = start_with(SessionTracker::with_max_sessions(CAP)).await;
+    let running = start_with(full_service::backend(CAP)).await;
     let addr = running.http;
     let burst: Vec<_> = (0..200)
         .map(|_| tokio::spawn(async move { raw_ws::upgrade_request(addr, "/session", None).await }))

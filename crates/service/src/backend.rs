@@ -1,0 +1,374 @@
+//! [`Backend`]: the one handle a service holds, and [`BackendBuilder`], how it is made.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ws::{Message, WebSocketUpgrade};
+use axum::response::Response;
+use http::Request;
+use livecount_capacity::CapacityConfig;
+use livecount_report::generated::xds::service::orca::v3::open_rca_service_server::OpenRcaServiceServer;
+use livecount_report::{LoadBoard, OrcaService};
+use livecount_session::{EndHandle, SessionTracker};
+use livecount_tower::{
+    InbandOrcaLayer, IntoEndReason, Predicate, SessionLayer, StreamLimits, TrackedSocket, Watched,
+    WebSocketSessions,
+};
+use tokio_util::sync::CancellationToken;
+use tonic_health::pb::health_server::{Health, HealthServer};
+
+use crate::Serve;
+
+/// The paths of the services the handle mounts itself on the gRPC server: signals, never
+/// sessions (ORCA's out-of-band stream, gRPC health).
+const OWN_GRPC_SERVICES: [&str; 2] = [
+    "/xds.service.orca.v3.OpenRcaService/",
+    "/grpc.health.v1.Health/",
+];
+
+/// Which gRPC (and layered HTTP) requests are sessions: every one but the handle's own
+/// services, or the paths a [`BackendBuilder::count_grpc`] rule picks.
+#[derive(Clone)]
+pub struct Counted(Option<PathRule>);
+
+/// A rule on a request's path.
+type PathRule = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+impl<B> Predicate<B> for Counted {
+    fn counts(&self, request: &Request<B>) -> bool {
+        let path = request.uri().path();
+        match &self.0 {
+            Some(rule) => rule(path),
+            None => !OWN_GRPC_SERVICES.iter().any(|own| path.starts_with(own)),
+        }
+    }
+}
+
+impl fmt::Debug for Counted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(_) => f.write_str("Counted(rule)"),
+            None => f.write_str("Counted(all but ORCA and health)"),
+        }
+    }
+}
+
+/// The layer a [`Backend`] counts HTTP and gRPC streams with.
+pub type BackendLayer = SessionLayer<livecount::PerThread, (), Counted, Watched>;
+
+/// One service's sessions and every signal about them, from one object: build it once, take
+/// what you mount from it, and let [`serve`](Backend::serve) run the servers and the drain.
+///
+/// A `Backend` owns the session tracker (with the cap, if one is set), the load board built
+/// from it (so the report's capacity never exceeds the cap: it is read, not copied), and the
+/// drain. A clone is another handle on the same backend, cheap enough for axum's `State`.
+///
+/// | take | what it is | mount it |
+/// |---|---|---|
+/// | [`routes`](Backend::routes) | `/load` (JSON), `/metrics` (Prometheus), `/ready` (200, 503 while draining), `/prequal` | merged into your axum `Router` |
+/// | [`websocket`](Backend::websocket) | a counted, capped, limited WebSocket session | in an axum handler, with the `Backend` as `State` |
+/// | [`layer`](Backend::layer) | counts HTTP/gRPC requests until their bodies end | on your own routes or server (the gRPC server of [`serve`](Backend::serve) has it) |
+/// | [`orca`](Backend::orca), [`health`](Backend::health), [`inband_orca`](Backend::inband_orca) | ORCA out-of-band, gRPC health, ORCA in-band | mounted by [`serve`](Backend::serve)'s gRPC server; here for servers of your own |
+/// | [`serve`](Backend::serve) | runs HTTP, gRPC and agent-check listeners and drains them on a signal | `.await` it |
+///
+/// ```
+/// use livecount_service::Backend;
+///
+/// let backend = Backend::builder("b1").max_sessions(1_000).build();
+/// assert_eq!(backend.tracker().max_sessions(), Some(1_000));
+/// assert_eq!(backend.board().latest().max_sessions, Some(1_000)); // read from the tracker
+/// ```
+#[derive(Clone)]
+pub struct Backend {
+    inner: Arc<Inner>,
+}
+
+/// What every clone of a [`Backend`] shares.
+struct Inner {
+    tracker: SessionTracker,
+    board: Arc<LoadBoard>,
+    /// The drain's signal to the sessions: cancelled when the drain begins (WebSocket
+    /// handlers wrap up, new upgrades are refused). The tracker's and the board's drain
+    /// flags are set by the same [`Backend::drain`] call, in order.
+    draining: CancellationToken,
+    sockets: WebSocketSessions,
+    layer: BackendLayer,
+    drain_deadline: Duration,
+    max_concurrent_streams: Option<u32>,
+}
+
+impl Backend {
+    /// The default [`BackendBuilder::drain_deadline`]: 20 seconds, so that a drain and the
+    /// servers' stop fit in Kubernetes' default `terminationGracePeriodSeconds` (30 s).
+    pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(20);
+
+    /// The default [`BackendBuilder::max_concurrent_streams`] of the gRPC server: 100 per
+    /// HTTP/2 connection (RFC 9113 § 6.5.2 asks for at least 100), so that one connection
+    /// cannot hold more places under the cap than that; a proxy that needs more opens
+    /// another connection, as Envoy and gRPC clients do.
+    pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 100;
+
+    /// Starts building a backend named `name` (the name in its load reports).
+    pub fn builder(name: &str) -> BackendBuilder {
+        BackendBuilder {
+            name: name.to_owned(),
+            max_sessions: None,
+            capacity: None,
+            drain_deadline: Self::DEFAULT_DRAIN_DEADLINE,
+            first_frame_timeout: Some(StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT),
+            idle_timeout: None,
+            count: None,
+            drain_notice: None,
+            max_concurrent_streams: Some(Self::DEFAULT_MAX_CONCURRENT_STREAMS),
+        }
+    }
+
+    /// The session tracker: counts, the snapshot, `end_all`, the reaper.
+    pub fn tracker(&self) -> &SessionTracker {
+        &self.inner.tracker
+    }
+
+    /// The load board: the latest report every signal serves.
+    pub fn board(&self) -> &Arc<LoadBoard> {
+        &self.inner.board
+    }
+
+    /// How long a drain lets open sessions run before it ends them `Shutdown`.
+    pub fn drain_deadline(&self) -> Duration {
+        self.inner.drain_deadline
+    }
+
+    /// Whether the drain has begun.
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.is_cancelled()
+    }
+
+    /// `/load`, `/metrics`, `/ready` and `/prequal` for any axum state: merge them into the
+    /// service's router.
+    pub fn routes<S: Clone + Send + Sync + 'static>(&self) -> Router<S> {
+        livecount_report::router(Arc::clone(&self.inner.board))
+    }
+
+    /// Answers an upgrade request with a counted WebSocket session running `handler`, or
+    /// with `503` and `Retry-After` at the cap or while draining; see
+    /// [`WebSocketSessions`] for every ending and its close code.
+    pub fn websocket<F, Fut>(&self, ws: WebSocketUpgrade, handler: F) -> Response
+    where
+        F: FnOnce(TrackedSocket, EndHandle) -> Fut + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: IntoEndReason,
+    {
+        self.inner.sockets.upgrade(ws, handler)
+    }
+
+    /// The layer that counts requests as sessions until their bodies end, with the
+    /// backend's admission and limits (the first-frame timeout among them).
+    pub fn layer(&self) -> BackendLayer {
+        self.inner.layer.clone()
+    }
+
+    /// ORCA's out-of-band service (`xds.service.orca.v3.OpenRcaService`), which
+    /// [`serve`](Backend::serve)'s gRPC server mounts.
+    pub fn orca(&self) -> OpenRcaServiceServer<OrcaService> {
+        livecount_report::OrcaService::server(Arc::clone(&self.inner.board))
+    }
+
+    /// gRPC health: `SERVING`, `NOT_SERVING` once the drain begins; mounted by
+    /// [`serve`](Backend::serve)'s gRPC server.
+    pub fn health(&self) -> HealthServer<impl Health> {
+        livecount_report::health_service(&self.inner.board)
+    }
+
+    /// The latest report on every response as in-band ORCA (HTTP headers, gRPC
+    /// trailers); [`serve`](Backend::serve)'s gRPC server has it.
+    pub fn inband_orca(&self) -> InbandOrcaLayer {
+        InbandOrcaLayer::new(Arc::clone(&self.inner.board))
+    }
+
+    /// Serves the listeners given to the returned [`Serve`] until `shutdown` resolves,
+    /// then drains in the one right order; see [`Serve`].
+    pub fn serve<F>(&self, shutdown: F) -> Serve<F>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        Serve::new(self.clone(), shutdown)
+    }
+
+    /// The drain, for a service that runs its own servers (what [`serve`](Backend::serve)
+    /// does after its signal): the sessions are told (WebSocket handlers wrap up), new
+    /// sessions are refused, every signal says draining, the open ones run until they end
+    /// or the deadline (or `hurry`), and the rest end `Shutdown`. Stop your servers only
+    /// after it returns, so the signals and refusals are served throughout.
+    pub async fn drain(&self, hurry: impl Future<Output = ()>) -> livecount_tower::Drained {
+        self.inner.draining.cancel();
+        let inner = &self.inner;
+        livecount_tower::drain(&inner.tracker, &inner.board, inner.drain_deadline, hurry).await
+    }
+
+    /// Exports the load report as OpenTelemetry metrics over OTLP/gRPC to `endpoint`
+    /// (`http://host:4317`) every 10 s; the handle flushes the last report when dropped
+    /// or shut down.
+    ///
+    /// # Errors
+    ///
+    /// An endpoint that is not a URI, or no runtime to export on.
+    #[cfg(feature = "otlp")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "otlp")))]
+    pub fn otlp(
+        &self,
+        endpoint: &str,
+    ) -> Result<livecount_report::otlp::OtlpHandle, livecount_report::otlp::OtlpError> {
+        livecount_report::otlp::builder(endpoint).install(&self.inner.board)
+    }
+
+    pub(crate) fn max_concurrent_streams(&self) -> Option<u32> {
+        self.inner.max_concurrent_streams
+    }
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Backend")
+            .field("name", &self.inner.board.name())
+            .field("max_sessions", &self.inner.tracker.max_sessions())
+            .field("draining", &self.is_draining())
+            .field("drain_deadline", &self.inner.drain_deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`Backend`]; every setting has a default meant for a service on the open
+/// internet.
+#[must_use = "a builder does nothing until `build`"]
+pub struct BackendBuilder {
+    name: String,
+    max_sessions: Option<u64>,
+    capacity: Option<CapacityConfig>,
+    drain_deadline: Duration,
+    first_frame_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    count: Option<PathRule>,
+    drain_notice: Option<Message>,
+    max_concurrent_streams: Option<u32>,
+}
+
+impl BackendBuilder {
+    /// Admits at most `max` sessions at once, WebSockets and counted streams together,
+    /// exactly under any burst; past it a WebSocket upgrade gets `503` with `Retry-After`
+    /// and a gRPC call `RESOURCE_EXHAUSTED`. The load report's capacity never exceeds it.
+    /// Default: no cap.
+    pub fn max_sessions(mut self, max: u64) -> Self {
+        self.max_sessions = Some(max);
+        self
+    }
+
+    /// The capacity model's settings (target utilisation, report interval, …). Default:
+    /// `CapacityConfig::builder().build()`'s.
+    pub fn capacity(mut self, config: CapacityConfig) -> Self {
+        self.capacity = Some(config);
+        self
+    }
+
+    /// How long a drain lets open sessions run before it ends them `Shutdown` (WebSocket
+    /// 1012, gRPC `UNAVAILABLE`). Default [`Backend::DEFAULT_DRAIN_DEADLINE`].
+    pub fn drain_deadline(mut self, deadline: Duration) -> Self {
+        self.drain_deadline = deadline;
+        self
+    }
+
+    /// Ends a session whose client sent nothing this long after it opened: a WebSocket
+    /// with no message (close 1008 "first message timeout"), a counted stream with no
+    /// request frame (`DEADLINE_EXCEEDED` "first frame timeout"), both `Disconnected`.
+    /// `None` turns it off. Default [`StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT`] (10 s),
+    /// which says why.
+    pub fn first_frame_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.first_frame_timeout = limit.into();
+        self
+    }
+
+    /// Ends a counted stream when no frame passed either way for this long
+    /// (`Disconnected`, `DEADLINE_EXCEEDED` "idle timeout"); WebSockets keep their own
+    /// 60 s default ([`livecount_tower::SocketLimits`]). Default: off for streams (see
+    /// [`StreamLimits`] for why).
+    pub fn idle_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.idle_timeout = limit.into();
+        self
+    }
+
+    /// Counts as sessions only the requests whose path `rule` accepts (gRPC paths are
+    /// `/package.Service/Method`). Default: every request on the gRPC server but ORCA's
+    /// and gRPC health's, which are signals.
+    pub fn count_grpc(mut self, rule: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        self.count = Some(Arc::new(rule));
+        self
+    }
+
+    /// Sends every open WebSocket's client `notice` once when the drain begins (see
+    /// [`WebSocketSessions::drain_notice`]). Default: none.
+    pub fn drain_notice(mut self, notice: Message) -> Self {
+        self.drain_notice = Some(notice);
+        self
+    }
+
+    /// The most streams one HTTP/2 connection to the gRPC server may hold at once (`None`:
+    /// tonic's default, no limit). Default [`Backend::DEFAULT_MAX_CONCURRENT_STREAMS`].
+    pub fn max_concurrent_streams(mut self, max: impl Into<Option<u32>>) -> Self {
+        self.max_concurrent_streams = max.into();
+        self
+    }
+
+    /// The backend.
+    pub fn build(self) -> Backend {
+        let tracker = match self.max_sessions {
+            Some(max) => SessionTracker::with_max_sessions(max),
+            None => SessionTracker::new(),
+        };
+        let config = match self.capacity {
+            Some(config) => config,
+            // The builder's defaults are valid by construction.
+            None => CapacityConfig::builder()
+                .build()
+                .expect("the default capacity model"),
+        };
+        let board = LoadBoard::builder(&self.name, config);
+        let board = match tracker.max_sessions() {
+            Some(cap) => board.max_sessions(cap),
+            None => board,
+        };
+        let draining = CancellationToken::new();
+        let mut sockets = WebSocketSessions::new(tracker.clone(), draining.clone())
+            .first_message_timeout(self.first_frame_timeout);
+        if let Some(notice) = self.drain_notice {
+            sockets = sockets.drain_notice(notice);
+        }
+        let layer = SessionLayer::new(tracker.clone())
+            .with_predicate(Counted(self.count))
+            .first_frame_timeout(self.first_frame_timeout)
+            .idle_timeout(self.idle_timeout);
+        Backend {
+            inner: Arc::new(Inner {
+                tracker,
+                board: Arc::new(board.build()),
+                draining,
+                sockets,
+                layer,
+                drain_deadline: self.drain_deadline,
+                max_concurrent_streams: self.max_concurrent_streams,
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for BackendBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendBuilder")
+            .field("name", &self.name)
+            .field("max_sessions", &self.max_sessions)
+            .field("drain_deadline", &self.drain_deadline)
+            .field("first_frame_timeout", &self.first_frame_timeout)
+            .finish_non_exhaustive()
+    }
+}
