@@ -30,6 +30,7 @@ use tonic::{Request, Response, Status, Streaming};
     unreachable_pub
 )]
 #[path = "../../server/src/generated/livecount.agent.v1.rs"]
+#[rustfmt::skip] // generated, and checked against its .proto as generated
 mod pb;
 
 use pb::agent_server::{Agent, AgentServer};

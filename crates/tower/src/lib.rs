@@ -20,11 +20,9 @@
 //!
 //! # Examples
 //!
-//! A whole service in 30 lines: `examples/full_service.rs` mounts WebSocket sessions, a
-//! tonic streaming RPC counted until its stream ends, `/load`, `/metrics`, ORCA and HAProxy
-//! agent-check (from `livecount-report`) on one tracker, and drains on a
-//! `CancellationToken` within a bound (`cargo run -p livecount-tower --example
-//! full_service`; `tests/full_service.rs` runs it on loopback).
+//! A service usually takes these parts from one handle, `livecount-service`'s `Backend`,
+//! which builds them on one tracker, runs the servers and drains them in order; this
+//! crate is for a service that needs the parts themselves.
 //!
 //! Counting requests until their bodies end:
 //!
@@ -95,8 +93,8 @@
 //! ```
 //!
 //! WebSocket sessions, refused once the drain signal is cancelled and left to finish;
-//! [`drain`] ends the rest at its deadline (`examples/full_service.rs` shows the whole
-//! sequence):
+//! [`drain`] ends the rest at its deadline (`livecount-service`'s `Backend` performs the
+//! whole sequence):
 //!
 //! ```
 //! use axum::{Router, extract::{State, WebSocketUpgrade}, response::Response, routing::get};
@@ -261,12 +259,6 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //!   up), refuses new ones 503 + `Retry-After`, and closes the rest 1012 at its deadline
 //!   (`Shutdown`); a refused upgrade counts nothing, a failed one or a panicking handler
 //!   ends `Failed`, a client leaving a stream → `Cancelled`.
-//! * `tests/full_service.rs`: the full example on loopback: `/load`, `/metrics`, ORCA and
-//!   agent-check report a WebSocket and a gRPC `Health/Watch` stream (ORCA's own stream
-//!   uncounted); a client leaving its Watch → `Cancelled`; the drain: open sessions go on,
-//!   every signal says draining (`drain`, ORCA ends, `/ready` 503, health `NOT_SERVING`),
-//!   new sessions refused with their retry hint, and at the deadline the socket closes 1012
-//!   and the Watch ends `UNAVAILABLE` (`Shutdown`).
 //! * `tests/serve.rs`: [`serve`] on loopback: 256 slowloris heads trickled a byte at a
 //!   time are each closed within the 1 s head timeout, while descriptors stay under the
 //!   clients' plus the bound of 64 (not twice the clients) and a fresh GET and WebSocket
