@@ -184,6 +184,7 @@
 
 mod cap;
 mod clock;
+mod drain_started;
 mod duration_histogram;
 mod durations_by_reason;
 mod end_cells;
@@ -204,6 +205,7 @@ mod tracked;
 mod tracker;
 mod window;
 
+pub use drain_started::DrainStarted;
 pub use duration_histogram::DurationHistogram;
 pub use durations_by_reason::DurationsByReason;
 pub use ended::Ended;

@@ -10,6 +10,7 @@ use std::time::Instant;
 use livecount::{Counter, PerThread};
 
 use crate::clock::CoarseClock;
+use crate::drain_started::DrainStarted;
 use crate::ended::Ended;
 use crate::phase::Phase;
 use crate::reason::EndReason;
@@ -97,6 +98,10 @@ impl<C: Counter, M> Held<C, M> {
 
     fn is_draining(&self) -> bool {
         self.shared().tally.is_draining()
+    }
+
+    fn tally(&self) -> &crate::tally::Tally<C> {
+        &self.shared().tally
     }
 
     fn end(&self, reason: EndReason) -> bool {
@@ -373,6 +378,30 @@ impl<C: Counter, M> EndHandle<C, M> {
     /// under `livecount_tower::SessionLayer` finds the handle in its request's extensions.
     pub fn is_draining(&self) -> bool {
         self.held.is_draining()
+    }
+
+    /// Resolves when its tracker begins to drain, at once if it has: a handler selects on it
+    /// to wrap up (finish its sentence, tell its client to reconnect elsewhere) before the
+    /// drain's deadline ends the session.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use livecount_session::SessionTracker;
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let session = tracker.start();
+    /// let wrap_up = session.handle().drain_started();
+    /// tracker.begin_drain();
+    /// wrap_up.await; // the drain began
+    /// # }
+    /// ```
+    pub fn drain_started(&self) -> DrainStarted<C, M> {
+        DrainStarted::new(self.clone())
+    }
+
+    pub(crate) fn tally(&self) -> &crate::tally::Tally<C> {
+        self.held.tally()
     }
 
     /// Ends the session for `reason`: `true` if this call ended it, `false` if something

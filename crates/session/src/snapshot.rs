@@ -78,6 +78,11 @@ pub struct Snapshot {
     /// ([`note_refused`](crate::SessionTracker::note_refused)). Not part of `started`.
     #[cfg_attr(feature = "serde", serde(default))]
     pub refused: u64,
+    /// Whether the tracker drains ([`begin_drain`](crate::SessionTracker::begin_drain)):
+    /// it refuses every new session, and every load signal made from this reading says so.
+    /// Missing from older serialised snapshots: then `false`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub draining: bool,
 }
 
 impl Snapshot {
@@ -95,6 +100,7 @@ impl Snapshot {
             ended_by_reason: reading.ended_by_reason,
             durations: reading.durations,
             refused: reading.refused,
+            draining: reading.draining,
         }
     }
 

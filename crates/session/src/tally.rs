@@ -6,6 +6,7 @@ use livecount::Counter;
 use crate::cap::Cap;
 use crate::durations_by_reason::DurationsByReason;
 use crate::end_cells::EndCells;
+use crate::end_signal::EndSignal;
 use crate::reason::ByReason;
 use crossbeam_utils::CachePadded;
 
@@ -29,6 +30,9 @@ pub(crate) struct Tally<C> {
     /// Set once by [`begin_drain`](crate::SessionTracker::begin_drain), never cleared: every
     /// start reads it, so it has a line of its own that nothing else writes.
     pub(crate) draining: CachePadded<AtomicBool>,
+    /// The tasks waiting for the drain to begin ([`DrainStarted`](crate::DrainStarted)):
+    /// woken once, by the `begin_drain` that sets the flag.
+    pub(crate) drain_waiters: EndSignal,
 }
 
 /// One coherent read of a [`Tally`].
@@ -42,6 +46,7 @@ pub(crate) struct Reading {
     /// `started - ended`.
     pub(crate) active: u64,
     pub(crate) refused: u64,
+    pub(crate) draining: bool,
 }
 
 impl<C: Counter> Tally<C> {
@@ -53,6 +58,7 @@ impl<C: Counter> Tally<C> {
             cap,
             refused: AtomicU64::new(0),
             draining: CachePadded::new(AtomicBool::new(false)),
+            drain_waiters: EndSignal::new(),
         }
     }
 
@@ -66,10 +72,16 @@ impl<C: Counter> Tally<C> {
         self.draining.load(Ordering::Relaxed)
     }
 
-    /// Sets the draining flag; `true` if this call set it.
+    /// Sets the draining flag and wakes the tasks waiting for it; `true` if this call set
+    /// it.
     pub(crate) fn begin_drain(&self) -> bool {
-        // Relaxed: see `is_draining`.
-        !self.draining.swap(true, Ordering::Relaxed)
+        // Relaxed: see `is_draining`. A waiter that registers after the wake below takes the
+        // waiters' lock after it, so its re-check reads the flag set (`DrainStarted::poll`).
+        let first = !self.draining.swap(true, Ordering::Relaxed);
+        if first {
+            self.drain_waiters.wake(false, true);
+        }
+        first
     }
 
     /// Counts one refusal.
@@ -111,6 +123,7 @@ impl<C: Counter> Tally<C> {
             active,
             // Relaxed: see `note_refused`.
             refused: self.refused.load(Ordering::Relaxed),
+            draining: self.is_draining(),
         }
     }
 }

@@ -96,3 +96,30 @@ fn a_drain_racing_a_session_counts_each_attempt_and_end_once() {
 fn a_drain_racing_a_session_on_a_capped_tracker_gives_every_place_back() {
     drain_races_a_session(Some(6));
 }
+
+/// A task waiting for the drain ([`EndHandle::drain_started`](livecount_session::EndHandle::drain_started)) on one thread while the drain
+/// begins on another, twice over: the waiter is always woken (a lost wake-up leaves
+/// `block_on` parked, which loom reports as a deadlock), and a waiter that starts after
+/// the drain resolves at once. Every snapshot taken after `begin_drain` returned says
+/// draining.
+#[test]
+fn a_task_waiting_for_the_drain_is_always_woken() {
+    model(3, || {
+        let tracker = tracker(None);
+        let session = tracker.start();
+        let waiter = {
+            let handle = session.handle();
+            thread::spawn(move || loom::future::block_on(handle.drain_started()))
+        };
+        assert!(!tracker.snapshot().draining);
+        assert!(tracker.begin_drain());
+        assert!(
+            !tracker.begin_drain(),
+            "the second signal wakes nobody twice"
+        );
+        assert!(tracker.snapshot().draining);
+        waiter.join().unwrap();
+        loom::future::block_on(session.handle().drain_started()); // already drained
+        session.end(EndReason::Completed);
+    });
+}
