@@ -9,6 +9,7 @@ scratch="$root/target/older-deps-check"
 mkdir -p "$scratch/src"
 libs=(counters session capacity report)
 [[ -d "$root/crates/tower" ]] && libs+=(tower)
+[[ -d "$root/crates/balance" ]] && libs+=(balance)
 {
     echo '[package]'
     echo 'name = "older-deps-check"'

@@ -8,7 +8,7 @@
 //! `/metrics`, agent-check and ORCA never disagree about a moment.
 //!
 //! Each wire format is defined once, here, for both ends: the `/load` JSON is
-//! [`ServedReport`] (the agent encodes it, `livecount-tower`'s `HttpLoadSource` decodes it;
+//! [`ServedReport`] (the agent encodes it, `livecount-balance`'s `HttpLoadSource` decodes it;
 //! its compatibility rules are on the type), and the ORCA named-metric keys are the
 //! constants of the `orca` module. Without default features the crate is the report types
 //! and their plain encoders, with no axum or tonic: what a balancer needs to read them.

@@ -63,7 +63,7 @@
 //! | `named_metrics["prequal_latency_ms"]` ([`PREQUAL_LATENCY_MS`]) | `prequal.latency_ms`, only when known |
 //!
 //! The keys are the constants named in the table, the one spelling the agent's
-//! [`orca_report`] writes and `livecount-tower`'s `OrcaLoadSource` reads.
+//! [`orca_report`] writes and `livecount-balance`'s `OrcaLoadSource` reads.
 //!
 //! The two `prequal_` metrics are the board's Prequal probe reply (see
 //! [`LoadBoardBuilder::prequal`](crate::LoadBoardBuilder::prequal)); a board without an

@@ -1,5 +1,5 @@
 //! [`ServedReport`]: the `/load` JSON, the one definition both its encoder (the agent's
-//! [`router`](crate::router)) and its decoders (`livecount-tower`'s `HttpLoadSource`) use.
+//! [`router`](crate::router)) and its decoders (`livecount-balance`'s `HttpLoadSource`) use.
 
 use serde::{Deserialize, Serialize};
 
@@ -9,7 +9,7 @@ use crate::LoadReport;
 /// plus `age_ms`, how old the report was when served.
 ///
 /// The agent's [`router`](crate::router) encodes it with [`ServedReport::of`];
-/// `livecount-tower`'s `HttpLoadSource` decodes it and routes on the fields it needs. Both
+/// `livecount-balance`'s `HttpLoadSource` decodes it and routes on the fields it needs. Both
 /// sides compile against this one type, so a field renamed or retyped here changes both.
 ///
 /// # Compatibility: which bodies parse

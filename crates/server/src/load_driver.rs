@@ -235,11 +235,11 @@ async fn client(config: &DriveConfig, i: u64, tally: &Tally) {
     }
 }
 
-/// `GET /load` on `addr` (a `host:port`) with `livecount_tower::HttpLoadSource`, the one
+/// `GET /load` on `addr` (a `host:port`) with `livecount_balance::HttpLoadSource`, the one
 /// `/load` client: the whole report as JSON, or `None` if it could not be had within 2 s.
 pub async fn fetch_load(addr: &str) -> Option<serde_json::Value> {
     let addr = tokio::net::lookup_host(addr).await.ok()?.next()?;
-    let source = livecount_tower::HttpLoadSource::new(addr, Duration::from_secs(2));
+    let source = livecount_balance::HttpLoadSource::new(addr, Duration::from_secs(2));
     serde_json::to_value(source.fetch_report().await.ok()?).ok()
 }
 

@@ -1,10 +1,10 @@
 //! End to end on loopback: a Rust client balancing `livecount.agent.v1.Agent/Converse`
 //! streams across three `livecount-agent` processes (one hot) with tower's p2c balancer,
 //! each backend's `Load` read from its own ORCA out-of-band stream
-//! (`livecount_tower::OrcaLoadSource` → `LoadFeed` → `SessionLoad`), not from the client's
+//! (`livecount_balance::OrcaLoadSource` → `LoadFeed` → `SessionLoad`), not from the client's
 //! view of it (tonic's `Channel` reports a constant 0, which makes plain p2c random). The
 //! load is the backend's open sessions while it reports room for one more, unknown
-//! otherwise: `Metric::ActiveWithRoom` (its docs say why not `Metric::Occupancy`).
+//! otherwise: `LoadSignal::ActiveWithRoom` (its docs say why not `LoadSignal::Occupancy`).
 //!
 //! 1. 60 sessions through the balancer over 6 s, each speaking a few times and holding
 //!    4–6 s; 30 % are dropped mid-response without a bye. The hot backend takes at most
@@ -29,8 +29,10 @@ use common::lb::{
     Fleet, Timeline, assert_shares, ended_by, load_of, new_sessions, share_table, write_report,
 };
 use futures_util::stream;
+use livecount_balance::{
+    BackendLoad, LoadFeed, LoadSignal, LoadSource, OrcaLoadSource, SessionLoad,
+};
 use livecount_server::generated::livecount::agent::v1 as pb;
-use livecount_tower::{BackendLoad, LoadFeed, LoadSource, Metric, OrcaLoadSource, SessionLoad};
 use pb::agent_client::AgentClient;
 use pb::client_frame::Frame as Client;
 use pb::server_frame::Frame as Server;
@@ -161,12 +163,12 @@ impl Call {
 }
 
 /// The load the balancer reads comes from an [`OrcaLoadSource`] with
-/// `Metric::ActiveWithRoom`: a backend's open sessions while its headroom leaves room for one
-/// more session, and unknown (∞, never picked over a backend with room) when it has none or
-/// drains (the metric's docs say why not `Metric::Occupancy`). On top, this source takes a
-/// draining backend (its ORCA stream ends OK) out of the balancer's discovery: p2c compares
-/// two loads, and a draining backend against a hot idle one (both unknown) is a tie it may
-/// break either way.
+/// `LoadSignal::ActiveWithRoom`: a backend's open sessions while its headroom leaves room for
+/// one more session, and unknown (∞, never picked over a backend with room) when it has none
+/// or drains (the signal's docs say why not `LoadSignal::Occupancy`). On top, this source
+/// takes a draining backend (its ORCA stream ends OK) out of the balancer's discovery: p2c
+/// compares two loads, and a draining backend against a hot idle one (both unknown) is a tie
+/// it may break either way.
 struct Gate {
     source: OrcaLoadSource,
     key: usize,
@@ -314,7 +316,7 @@ async fn p2c_on_orca_fed_load_balances_sessions_and_drains() {
             drained: Some(drained_tx.clone()),
             heard: Arc::clone(&heard),
         };
-        let feed = LoadFeed::spawn(source, Metric::ActiveWithRoom, MAX_AGE);
+        let feed = LoadFeed::spawn(source, LoadSignal::ActiveWithRoom, MAX_AGE);
         feeds.push(feed.clone());
         let opener = tower::service_fn(move |()| open(channel.clone(), i));
         endpoints.push((i, SessionLoad::new(opener, feed)));
@@ -515,8 +517,9 @@ async fn p2c_on_orca_fed_load_balances_sessions_and_drains() {
     let body = format!(
         "A tower `p2c::Balance` over three endpoints, each a service opening a \
          `livecount.agent.v1.Agent/Converse` call on its backend's tonic channel, wrapped in \
-         `SessionLoad` whose `Load` is the backend's open sessions (`Metric::ActiveWithRoom`) from its \
-         ORCA out-of-band reports (`OrcaLoadSource`, asked every 0.5 s; stale after 2 s), \
+         `SessionLoad` whose `Load` is the backend's open sessions \
+         (`LoadSignal::ActiveWithRoom`) from its ORCA out-of-band reports (`OrcaLoadSource`, \
+         asked every 0.5 s; stale after 2 s), \
          read as unknown (never picked over a backend with room) while the report's headroom \
          is below one session. b3 burns 90 % of its core in the background.\n\n\
          ## 60 sessions over 6 s\n\n\

@@ -1,15 +1,14 @@
 //! tower and axum integration for livecount sessions: a [`SessionLayer`] that counts each
-//! HTTP request until its response *body* ends, [`WebSocketSessions`] for axum sockets,
-//! [`drain`] for a deploy that cuts no call that ends in time, and a tower
-//! [`Load`](tower::load::Load) ([`SessionLoad`]) read from a backend's own load reports, so a
-//! client's p2c balancer routes on sessions.
+//! HTTP request until its response *body* ends, [`WebSocketSessions`] for axum sockets, and
+//! [`drain`] for a deploy that cuts no call that ends in time.
 //!
 //! A streaming response (a gRPC server stream, SSE, a chunked download) holds the backend
 //! until its body ends, not until its headers go out; a WebSocket holds it until the socket
 //! closes, which axum's graceful shutdown does not wait for (tokio-rs/axum#3003). Both are
 //! counted here as sessions on a [`livecount_session::SessionTracker`], each ended exactly
 //! once with the reason of what happened, and the backend's report of them is what a client
-//! balances on.
+//! balances on (the client side, a tower `Load` read from those reports for proxies and
+//! clients, is `livecount-balance`).
 //!
 //! # Usage
 //!
@@ -143,69 +142,16 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A client balancing on the backends' reports ([`HttpLoadSource`] polls each backend's
-//! `/load`, the agent's [`livecount_report::ServedReport`], with hyper's HTTP/1 client;
-//! [`BackendLoad`] is the part of it a balancer routes on):
-//!
-//! ```no_run
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! use livecount_tower::{HttpLoadSource, LoadFeed, Metric, SessionLoad};
-//! use std::time::Duration;
-//! use tower::{Service, ServiceExt, balance::p2c::Balance, discover::ServiceList};
-//!
-//! let backends = ["10.0.0.1:9000", "10.0.0.2:9000"].map(|addr| {
-//!     let source = HttpLoadSource::new(addr.parse().unwrap(), Duration::from_secs(1));
-//!     let feed = LoadFeed::spawn(source, Metric::Occupancy, Duration::from_secs(3));
-//!     SessionLoad::new(tower::service_fn(move |_: ()| async move { Ok::<_, std::io::Error>(addr) }), feed)
-//! });
-//! let mut balance = Balance::new(ServiceList::new(backends));
-//! let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
-//! # let _ = chosen;
-//! # }
-//! ```
-//!
-#![cfg_attr(
-    feature = "orca",
-    doc = r#"
-The same on each backend's ORCA out-of-band stream (feature `orca`), the way a gRPC client
-balances long streams (`docs/lb/tower-p2c.md` in the repository runs it against three
-agents):
-
-```no_run
-# #[tokio::main(flavor = "current_thread")]
-# async fn main() {
-use livecount_tower::{LoadFeed, Metric, OrcaLoadSource, SessionLoad};
-use std::time::Duration;
-use tower::{Service, ServiceExt, balance::p2c::Balance, discover::ServiceList};
-
-let backends = ["10.0.0.1:50051", "10.0.0.2:50051"].map(|addr| {
-    let source = OrcaLoadSource::new(addr.parse().unwrap(), Duration::from_millis(500));
-    let feed = LoadFeed::spawn(source, Metric::Occupancy, Duration::from_secs(2));
-    // In production: a service that opens the stream on this backend's tonic channel.
-    SessionLoad::new(tower::service_fn(move |_: ()| async move { Ok::<_, std::io::Error>(addr) }), feed)
-});
-let mut balance = Balance::new(ServiceList::new(backends));
-let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
-# let _ = chosen;
-# }
-```
-"#
-)]
-//!
 //! # Feature flags
 //!
 //! * `axum` (default): [`WebSocketSessions`], [`tracked_upgrade`], [`TrackedSocket`]
-//!   (axum's `ws` extractor, tokio-util's `CancellationToken`). [`SessionLayer`] and
-//!   [`SessionLoad`] need only tower, http and tokio.
+//!   (axum's `ws` extractor, tokio-util's `CancellationToken`). [`SessionLayer`] needs
+//!   only tower, http and tokio.
 //! * `serve` (default): [`serve`], an HTTP/1.1 server for any cloneable tower service
 //!   (hyper's server, hyper-util's tokio glue, and rustix's safe `getrlimit` on unix).
 //! * `inband-orca`: `InbandOrcaLayer`, the backend's latest load report on every response
 //!   as in-band ORCA (`endpoint-load-metrics` in HTTP headers, `endpoint-load-metrics-bin`
 //!   in gRPC trailers; `livecount-report`'s `inband` encodings, its `orca` feature).
-//! * `orca`: `OrcaLoadSource`, a [`LoadSource`] holding a backend's ORCA out-of-band
-//!   stream (`xds.service.orca.v3.OpenRcaService`) open over a tonic channel
-//!   (`livecount-report`'s generated client, tonic's `channel`).
 //!
 //! # Comparison with alternatives
 //!
@@ -213,8 +159,7 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //! shared atomic and with no reasons; tower's `PendingRequests` counts at the client and ends
 //! at headers by default (`CompleteOnResponse`). Here each request is a livecount session:
 //! a contention-free counter, exactly-once endings with a reason, ghost reaping, and the same
-//! snapshot the load reports are made from. tonic's channels report a constant `Load` of 0,
-//! so a p2c balancer over them is random; [`SessionLoad`] reads the backend's own count.
+//! snapshot the load reports are made from.
 //! `axum::serve` has no request-head timeout, no bound on connections and no bound on its
 //! graceful shutdown; hyper-util's `auto` server has the timeout but neither bound;
 //! [`serve`] has all three, with the bound kept below the descriptor limit.
@@ -273,19 +218,13 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //!   more files open, `accept` fails with `EMFILE`, sheds the oldest head, and a fresh
 //!   session is still served. Each fails against the agent's former server (bound 256,
 //!   no shedding on `EMFILE`): the fresh session waits out the head timeout.
-//! * `tests/balance.rs`: a p2c balancer over two `/load` servers sends all 100 requests to
-//!   the less loaded one, follows the reports when they change, and never picks a backend
-//!   whose report is stale or missing over one with a fresh report; [`HttpLoadSource`]
-//!   reads what `livecount-report`'s router serves, and (its unit tests) any HTTP/1
-//!   framing, within its timeout and 64 KiB bounds.
 //!
 //! # Performance
 //!
 //! Per request the layer adds one session start and end on the tracker (see
 //! `livecount-session`'s lifecycle numbers; a start allocates the session's shared core) and
 //! no allocation of its own: the response future and body wrap the inner ones in place, and
-//! the predicate and the end-of-body checks are a few branches. [`SessionLoad::load`](tower::load::Load)
-//! is two atomic loads and a clock read.
+//! the predicate and the end-of-body checks are a few branches.
 //!
 //! With limits on (the default), a request also allocates one small record shared with the
 //! layer's sweeper (its end handle and three words) and pushes a weak reference to it on a
@@ -303,9 +242,7 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //! after which the inner body reports `is_end_stream`, on a `None` frame, or when asked
 //! `is_end_stream` with the inner body at its end (hyper asks that first and drops an empty
 //! body unpolled), so a fully sent body never counts as cancelled. gRPC trailers are read
-//! as they pass for `grpc-status`. A [`LoadFeed`] publishes the latest metric and its
-//! freshness deadline in two atomics (Release / Acquire); its task is aborted when the last
-//! handle drops.
+//! as they pass for `grpc-status`.
 //!
 //! Limits run on one sweeper task per layer (spawned on the first request's runtime,
 //! stopping once the layer and every request it watched are gone), not inside the bodies:
@@ -330,25 +267,20 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 #![deny(unsafe_op_in_unsafe_fn)]
 #![forbid(unsafe_code)]
 
-mod backend_load;
 mod body;
 #[cfg(feature = "serve")]
 mod busy;
 #[cfg(feature = "serve")]
 mod descriptor_budget;
 mod drain;
-mod feed;
 mod future;
 mod grpc_only;
 #[cfg(feature = "inband-orca")]
 mod inband_orca;
 mod layer;
 mod limits;
-mod load;
 #[cfg(any(feature = "serve", feature = "inband-orca"))]
 mod map_response;
-#[cfg(feature = "orca")]
-mod orca_source;
 #[cfg(feature = "serve")]
 mod pending;
 mod request_body;
@@ -358,19 +290,16 @@ mod serve;
 mod socket_end;
 #[cfg(feature = "axum")]
 mod socket_limits;
-mod source;
 #[cfg(feature = "axum")]
 mod tracked_socket;
 mod watch;
 #[cfg(feature = "axum")]
 mod websocket_sessions;
 
-pub use backend_load::{BackendLoad, Metric};
 pub use body::SessionBody;
 #[cfg(feature = "serve")]
 pub use descriptor_budget::MAX_DEFAULT_PENDING;
 pub use drain::{Drained, drain};
-pub use feed::{LoadFeed, LoadMetric};
 pub use future::ResponseFuture;
 pub use grpc_only::{GrpcOnly, GrpcOnlyFuture, GrpcOnlyLayer};
 #[cfg(feature = "inband-orca")]
@@ -380,9 +309,6 @@ pub use limits::{
     DEFAULT_MAX_SESSION, DEFAULT_RETRY_AFTER, DEFAULT_WRITE_TIMEOUT, StreamLimits, Unwatched,
     Watched,
 };
-pub use load::SessionLoad;
-#[cfg(feature = "orca")]
-pub use orca_source::{DRAINING_SEQUENCE, OrcaLoadSource};
 pub use request_body::{BoxError, MessageTooLarge, RequestBody};
 #[cfg(feature = "serve")]
 pub use serve::{
@@ -393,7 +319,6 @@ pub use serve::{
 pub use socket_end::{IntoEndReason, SocketEnd};
 #[cfg(feature = "axum")]
 pub use socket_limits::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SOCKET_IDLE_TIMEOUT, SocketLimits};
-pub use source::{HttpLoadSource, LoadSource};
 #[cfg(feature = "axum")]
 pub use tracked_socket::TrackedSocket;
 #[cfg(feature = "axum")]

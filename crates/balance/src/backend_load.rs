@@ -1,5 +1,5 @@
-//! [`BackendLoad`]: the part of a backend's load report a client routes on, and [`Metric`]:
-//! the number read from it.
+//! [`BackendLoad`]: the part of a backend's load report a client routes on, and [`LoadSignal`]:
+//! which figure of it a balancer compares.
 
 use livecount_report::{LoadReport, ServedReport};
 
@@ -11,7 +11,7 @@ use livecount_report::{LoadReport, ServedReport};
 ///
 /// ```
 /// use livecount_report::{LoadReport, ServedReport};
-/// use livecount_tower::BackendLoad;
+/// use livecount_balance::BackendLoad;
 ///
 /// let mut report = LoadReport::empty("b1");
 /// (report.sequence, report.active, report.effective_capacity, report.headroom) = (7, 30, 120.0, 90.0);
@@ -42,7 +42,7 @@ impl BackendLoad {
     /// for sources other than `/load` (an ORCA stream, a test).
     ///
     /// ```
-    /// let load = livecount_tower::BackendLoad::new(3, 2, 8.0);
+    /// let load = livecount_balance::BackendLoad::new(3, 2, 8.0);
     /// assert_eq!((load.headroom, load.age_ms, load.draining), (6.0, 0, false));
     /// ```
     pub fn new(sequence: u64, active: u64, effective_capacity: f64) -> Self {
@@ -90,21 +90,22 @@ impl From<&ServedReport> for BackendLoad {
     }
 }
 
-/// Which number of a [`BackendLoad`] a [`LoadFeed`](crate::LoadFeed) routes on. A draining
-/// backend reads as infinitely loaded under either.
+/// Which figure of a backend's report a balancer routes on: the signal a
+/// [`LoadFeed`](crate::LoadFeed) reads out of each [`BackendLoad`] (lower is less loaded). A
+/// draining backend reads as infinitely loaded under every signal.
 ///
 /// ```
-/// use livecount_tower::{BackendLoad, Metric};
+/// use livecount_balance::{BackendLoad, LoadSignal};
 ///
 /// let report = BackendLoad::new(1, 30, 120.0);
-/// assert_eq!(Metric::Active.of(&report), 30.0);
-/// assert_eq!(Metric::Occupancy.of(&report), 0.25); // 1 − 90 / 120
-/// assert_eq!(Metric::ActiveWithRoom.of(&report), 30.0);
-/// assert_eq!(Metric::Occupancy.of(&report.draining()), f64::INFINITY);
-/// assert_eq!(Metric::ActiveWithRoom.of(&BackendLoad::new(2, 30, 30.5)), f64::INFINITY);
+/// assert_eq!(LoadSignal::Active.of(&report), 30.0);
+/// assert_eq!(LoadSignal::Occupancy.of(&report), 0.25); // 1 − 90 / 120
+/// assert_eq!(LoadSignal::ActiveWithRoom.of(&report), 30.0);
+/// assert_eq!(LoadSignal::Occupancy.of(&report.draining()), f64::INFINITY);
+/// assert_eq!(LoadSignal::ActiveWithRoom.of(&BackendLoad::new(2, 30, 30.5)), f64::INFINITY);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Metric {
+pub enum LoadSignal {
     /// Open sessions: right when every backend has the same capacity.
     Active,
     /// `1 − headroom ÷ effective_capacity`, the share of capacity in use (above 1 when over
@@ -114,28 +115,28 @@ pub enum Metric {
     /// Open sessions while the backend has room for at least one more (headroom ≥ 1),
     /// infinite otherwise: for power-of-two-choices over backends of one size whose
     /// headroom is an estimate per report interval (livecount's is). p2c on
-    /// [`Occupancy`](Metric::Occupancy) settles where the occupancies are equal, so two
+    /// [`Occupancy`](LoadSignal::Occupancy) settles where the occupancies are equal, so two
     /// equal backends split by their headroom *estimates* (2.6 against 186 on two idle
     /// agents in one run), and an idle hot backend reads 0, the best, whenever it has any
     /// headroom at all; comparing open sessions among backends with room does neither.
     ActiveWithRoom,
 }
 
-impl Metric {
-    /// The metric of `report`: finite and non-negative, or `f64::INFINITY` (draining, no
-    /// capacity, or a value that is not a number).
+impl LoadSignal {
+    /// This signal's value in `report`: finite and non-negative, or `f64::INFINITY`
+    /// (draining, no capacity, or a value that is not a number).
     pub fn of(self, report: &BackendLoad) -> f64 {
         if report.draining {
             return f64::INFINITY;
         }
         let value = match self {
-            Metric::Active => report.active as f64,
-            Metric::Occupancy if report.effective_capacity > 0.0 => {
+            LoadSignal::Active => report.active as f64,
+            LoadSignal::Occupancy if report.effective_capacity > 0.0 => {
                 1.0 - report.headroom / report.effective_capacity
             }
-            Metric::Occupancy => f64::INFINITY,
-            Metric::ActiveWithRoom if report.headroom >= 1.0 => report.active as f64,
-            Metric::ActiveWithRoom => f64::INFINITY,
+            LoadSignal::Occupancy => f64::INFINITY,
+            LoadSignal::ActiveWithRoom if report.headroom >= 1.0 => report.active as f64,
+            LoadSignal::ActiveWithRoom => f64::INFINITY,
         };
         // Checked before `max`, which would turn a NaN into 0: free capacity.
         if value.is_finite() {
@@ -153,25 +154,25 @@ mod tests {
     #[test]
     fn occupancy_is_never_nan_nor_negative() {
         let zero = BackendLoad::new(1, 0, 0.0);
-        assert_eq!(Metric::Occupancy.of(&zero), f64::INFINITY);
+        assert_eq!(LoadSignal::Occupancy.of(&zero), f64::INFINITY);
         let nan = BackendLoad {
             headroom: f64::NAN,
             ..BackendLoad::new(1, 0, 10.0)
         };
-        assert_eq!(Metric::Occupancy.of(&nan), f64::INFINITY);
+        assert_eq!(LoadSignal::Occupancy.of(&nan), f64::INFINITY);
         let odd = BackendLoad {
             headroom: 50.0,
             ..BackendLoad::new(1, 0, 10.0)
         };
-        assert_eq!(Metric::Occupancy.of(&odd), 0.0);
+        assert_eq!(LoadSignal::Occupancy.of(&odd), 0.0);
         let over = BackendLoad::new(1, 15, 10.0);
-        assert_eq!(Metric::Occupancy.of(&over), 1.5);
+        assert_eq!(LoadSignal::Occupancy.of(&over), 1.5);
         // A negative capacity (a garbled report) is no capacity, not a finite occupancy.
         let negative = BackendLoad {
             headroom: 1.0,
             ..BackendLoad::new(1, 0, -5.0)
         };
-        assert_eq!(Metric::Occupancy.of(&negative), f64::INFINITY);
+        assert_eq!(LoadSignal::Occupancy.of(&negative), f64::INFINITY);
     }
 
     /// Every routing field comes from its own field of the report (distinct values, so a
@@ -197,12 +198,15 @@ mod tests {
             headroom,
             ..BackendLoad::new(1, active, active as f64 + headroom)
         };
-        assert_eq!(Metric::ActiveWithRoom.of(&room(7, 1.0)), 7.0);
-        assert_eq!(Metric::ActiveWithRoom.of(&room(0, 250.0)), 0.0);
-        assert_eq!(Metric::ActiveWithRoom.of(&room(0, 0.99)), f64::INFINITY);
-        assert_eq!(Metric::ActiveWithRoom.of(&room(3, f64::NAN)), f64::INFINITY);
+        assert_eq!(LoadSignal::ActiveWithRoom.of(&room(7, 1.0)), 7.0);
+        assert_eq!(LoadSignal::ActiveWithRoom.of(&room(0, 250.0)), 0.0);
+        assert_eq!(LoadSignal::ActiveWithRoom.of(&room(0, 0.99)), f64::INFINITY);
         assert_eq!(
-            Metric::ActiveWithRoom.of(&room(3, 9.0).draining()),
+            LoadSignal::ActiveWithRoom.of(&room(3, f64::NAN)),
+            f64::INFINITY
+        );
+        assert_eq!(
+            LoadSignal::ActiveWithRoom.of(&room(3, 9.0).draining()),
             f64::INFINITY
         );
     }

@@ -24,12 +24,6 @@ const DEFAULT_BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// The longest wait before reconnecting: the backoff doubles up to this.
 const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-/// The sequence number of the report an [`OrcaLoadSource`] makes up when a stream ends OK
-/// (a draining backend): one no backend's report carries, so a
-/// [`LoadFeed`](crate::LoadFeed) takes it as news, and the next real report (lower) as a
-/// restarted backend.
-pub const DRAINING_SEQUENCE: u64 = u64::MAX;
-
 /// A backend's load reports from its ORCA out-of-band stream: one `StreamCoreMetrics` call
 /// held open, each report turned into a [`BackendLoad`].
 ///
@@ -45,8 +39,9 @@ pub const DRAINING_SEQUENCE: u64 = u64::MAX;
 ///   (the stream stays open). ORCA carries no report age: `age_ms` is 0.
 /// * **Draining**: livecount ends every ORCA stream with status OK when its board starts
 ///   draining, so a stream that ends OK yields the last report again marked
-///   [`draining`](BackendLoad::draining), with sequence [`DRAINING_SEQUENCE`]; the next
-///   real report (after a reconnect) undoes it.
+///   [`draining`](BackendLoad::draining), with sequence
+///   [`DRAINING_SEQUENCE`](OrcaLoadSource::DRAINING_SEQUENCE); the next real report (after
+///   a reconnect) undoes it.
 /// * **Reconnecting**: a stream that fails, ends, or stays silent is dropped and opened
 ///   again on a fresh connection after a backoff that starts at 100 ms and doubles up to
 ///   5 s ([`backoff`](OrcaLoadSource::backoff)); a report resets it. Each failure is one
@@ -64,18 +59,19 @@ pub const DRAINING_SEQUENCE: u64 = u64::MAX;
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use livecount_tower::{LoadFeed, Metric, OrcaLoadSource, SessionLoad};
+/// use livecount_balance::{LoadFeed, LoadSignal, OrcaLoadSource, SessionLoad};
 /// use std::time::Duration;
 ///
 /// let grpc = "10.0.0.1:50051".parse().unwrap(); // the backend's gRPC port, serving ORCA
 /// let source = OrcaLoadSource::new(grpc, Duration::from_millis(500))
 ///     .timeout(Duration::from_secs(1))
 ///     .backoff(Duration::from_millis(50), Duration::from_secs(2));
-/// let feed = LoadFeed::spawn(source, Metric::Occupancy, Duration::from_secs(2));
+/// let feed = LoadFeed::spawn(source, LoadSignal::Occupancy, Duration::from_secs(2));
 /// let backend = SessionLoad::new(tower::service_fn(|r: u32| async move { Ok::<_, ()>(r) }), feed);
 /// # let _ = backend;
 /// # }
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "orca")))]
 pub struct OrcaLoadSource {
     endpoint: Endpoint,
     interval: Duration,
@@ -92,6 +88,17 @@ pub struct OrcaLoadSource {
 }
 
 impl OrcaLoadSource {
+    /// The sequence number of the report the source makes up when a stream ends OK (a
+    /// draining backend): one no backend's report carries, so a
+    /// [`LoadFeed`](crate::LoadFeed) takes it as news, and the next real report (lower) as a
+    /// restarted backend.
+    ///
+    /// ```
+    /// use livecount_balance::OrcaLoadSource;
+    /// assert_eq!(OrcaLoadSource::DRAINING_SEQUENCE, u64::MAX);
+    /// ```
+    pub const DRAINING_SEQUENCE: u64 = u64::MAX;
+
     /// Streams the reports of the ORCA service at `http://{addr}`, asking for one every
     /// `interval`; each connect is bounded by `interval` too unless
     /// [`timeout`](OrcaLoadSource::timeout) says otherwise. Nothing connects until the
@@ -247,7 +254,7 @@ impl LoadSource for OrcaLoadSource {
                 let last = self.last.clone();
                 let report = last.unwrap_or_else(|| BackendLoad::new(0, 0, 0.0));
                 Ok(BackendLoad {
-                    sequence: DRAINING_SEQUENCE,
+                    sequence: Self::DRAINING_SEQUENCE,
                     ..report.draining()
                 })
             }

@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 use tower::load::Load;
 use tower_service::Service;
 
-use crate::feed::{LoadFeed, LoadMetric};
+use crate::feed::{LoadFeed, LoadReading};
 
 /// Wraps a client service to one backend so that its [`Load`] is that backend's own report
 /// (through a [`LoadFeed`]), not the client's view of it: a tower `p2c::Balance` over
@@ -20,20 +20,20 @@ use crate::feed::{LoadFeed, LoadMetric};
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use livecount_tower::{BackendLoad, LoadFeed, LoadMetric, Metric, SessionLoad};
+/// use livecount_balance::{BackendLoad, LoadFeed, LoadReading, LoadSignal, SessionLoad};
 /// use std::time::Duration;
 /// use tower::load::Load;
 ///
 /// let (reports, source) = tokio::sync::mpsc::channel(1);
 /// // In production: HttpLoadSource::new(backend_addr, Duration::from_secs(1)).
-/// let feed = LoadFeed::spawn(source, Metric::Occupancy, Duration::from_secs(3));
+/// let feed = LoadFeed::spawn(source, LoadSignal::Occupancy, Duration::from_secs(3));
 /// let backend = SessionLoad::new(tower::service_fn(|r: u32| async move { Ok::<_, ()>(r) }), feed);
-/// assert_eq!(backend.load(), LoadMetric::UNKNOWN);
+/// assert_eq!(backend.load(), LoadReading::UNKNOWN);
 /// reports.send(BackendLoad::new(1, 30, 120.0)).await.unwrap();
 /// while !backend.load().is_known() {
 ///     tokio::task::yield_now().await;
 /// }
-/// assert_eq!(backend.load(), LoadMetric::new(0.25));
+/// assert_eq!(backend.load(), LoadReading::new(0.25));
 /// # }
 /// ```
 #[derive(Clone, Debug)]
@@ -70,9 +70,9 @@ impl<S> SessionLoad<S> {
 }
 
 impl<S> Load for SessionLoad<S> {
-    type Metric = LoadMetric;
+    type Metric = LoadReading;
 
-    fn load(&self) -> LoadMetric {
+    fn load(&self) -> LoadReading {
         self.feed.load()
     }
 }

@@ -39,7 +39,7 @@ use crate::backend_load::BackendLoad;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use livecount_tower::{BackendLoad, LoadSource};
+/// use livecount_balance::{BackendLoad, LoadSource};
 ///
 /// let (reports, mut source) = tokio::sync::mpsc::channel(4);
 /// reports.send(BackendLoad::new(1, 3, 10.0)).await.unwrap();
@@ -77,7 +77,7 @@ const MAX_BODY_BYTES: usize = 64 * 1024;
 /// reads is accepted: `Content-Length`, chunked, or until the connection closes.
 ///
 /// ```
-/// use livecount_tower::HttpLoadSource;
+/// use livecount_balance::HttpLoadSource;
 /// use std::time::Duration;
 ///
 /// let source = HttpLoadSource::new("127.0.0.1:9000".parse().unwrap(), Duration::from_secs(1))
@@ -104,7 +104,7 @@ impl HttpLoadSource {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let source = livecount_tower::HttpLoadSource::new("10.0.0.1:9000".parse().unwrap(), Duration::from_secs(1));
+    /// let source = livecount_balance::HttpLoadSource::new("10.0.0.1:9000".parse().unwrap(), Duration::from_secs(1));
     /// # let _ = source;
     /// ```
     pub fn new(addr: SocketAddr, period: Duration) -> Self {
@@ -139,7 +139,7 @@ impl HttpLoadSource {
     /// ```no_run
     /// # async fn run() -> std::io::Result<()> {
     /// use std::time::Duration;
-    /// let source = livecount_tower::HttpLoadSource::new("10.0.0.1:9000".parse().unwrap(), Duration::from_secs(1));
+    /// let source = livecount_balance::HttpLoadSource::new("10.0.0.1:9000".parse().unwrap(), Duration::from_secs(1));
     /// let served = source.fetch_report().await?;
     /// println!("{} open, {} ms old", served.report.active, served.age_ms);
     /// # Ok(()) }
@@ -250,7 +250,9 @@ pub(crate) fn invalid(what: &str) -> io::Error {
 /// response that is not HTTP (or whose head is over the bound), `UnexpectedEof` for one
 /// cut short.
 fn hyper_error(e: hyper::Error) -> io::Error {
-    let kind = if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() {
+    // `is_parse` covers a head over the bound too (hyper's `Parse::TooLarge`; its own
+    // `is_parse_too_large` exists only with hyper's server feature).
+    let kind = if e.is_parse() || e.is_parse_status() {
         io::ErrorKind::InvalidData
     } else if e.is_incomplete_message() {
         io::ErrorKind::UnexpectedEof

@@ -1,5 +1,5 @@
-//! [`LoadFeed`]: the latest metric of one backend, kept fresh by a background task reading a
-//! [`LoadSource`]; [`LoadMetric`]: what it reads as.
+//! [`LoadFeed`]: the latest reading of one backend's [`LoadSignal`], kept fresh by a
+//! background task reading a [`LoadSource`]; [`LoadReading`]: what it reads as.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,37 +8,38 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use crate::backend_load::{BackendLoad, Metric};
+use crate::backend_load::{BackendLoad, LoadSignal};
 use crate::source::LoadSource;
 
 /// How long the feed's task waits after a source error before asking again.
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 
-/// A backend's load as a tower [`Load`](tower::load::Load) metric: lower is less loaded.
-/// A backend with no fresh report reads as [`LoadMetric::UNKNOWN`], above every known load,
+/// A reading of a backend's [`LoadSignal`] as of now: the tower [`Load`](tower::load::Load)
+/// metric of a [`SessionLoad`](crate::SessionLoad), lower is less loaded.
+/// A backend with no fresh report reads as [`LoadReading::UNKNOWN`], above every known load,
 /// so that a balancer never takes silence for free capacity.
 ///
 /// ```
-/// use livecount_tower::LoadMetric;
+/// use livecount_balance::LoadReading;
 ///
-/// assert!(LoadMetric::new(0.2) < LoadMetric::new(0.9));
-/// assert!(LoadMetric::new(1e9) < LoadMetric::UNKNOWN);
-/// assert!(!LoadMetric::UNKNOWN.is_known());
-/// assert_eq!(LoadMetric::new(f64::NAN), LoadMetric::UNKNOWN); // never NaN
+/// assert!(LoadReading::new(0.2) < LoadReading::new(0.9));
+/// assert!(LoadReading::new(1e9) < LoadReading::UNKNOWN);
+/// assert!(!LoadReading::UNKNOWN.is_known());
+/// assert_eq!(LoadReading::new(f64::NAN), LoadReading::UNKNOWN); // never NaN
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
-pub struct LoadMetric(f64);
+pub struct LoadReading(f64);
 
-impl LoadMetric {
+impl LoadReading {
     /// No fresh report: the most loaded value there is.
-    pub const UNKNOWN: LoadMetric = LoadMetric(f64::INFINITY);
+    pub const UNKNOWN: LoadReading = LoadReading(f64::INFINITY);
 
-    /// `value`, or [`UNKNOWN`](LoadMetric::UNKNOWN) if it is not a finite number.
+    /// `value`, or [`UNKNOWN`](LoadReading::UNKNOWN) if it is not a finite number.
     pub fn new(value: f64) -> Self {
         if value.is_finite() {
-            LoadMetric(value)
+            LoadReading(value)
         } else {
-            LoadMetric::UNKNOWN
+            LoadReading::UNKNOWN
         }
     }
 
@@ -59,7 +60,7 @@ impl LoadMetric {
 /// The freshness rule: a report counts until `max_age` after it was *taken* (its receipt
 /// minus the `age_ms` it carried); a report repeating the last sequence number refreshes
 /// nothing (the backend's reporter is stuck); a lower sequence is a restarted backend and
-/// counts. Without a fresh report, [`load`](LoadFeed::load) is [`LoadMetric::UNKNOWN`].
+/// counts. Without a fresh report, [`load`](LoadFeed::load) is [`LoadReading::UNKNOWN`].
 /// Source errors keep the last report until it goes stale.
 ///
 /// [`load`](LoadFeed::load) is two atomic loads and a clock read: no lock, no allocation.
@@ -67,17 +68,17 @@ impl LoadMetric {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use livecount_tower::{BackendLoad, LoadFeed, LoadMetric, Metric};
+/// use livecount_balance::{BackendLoad, LoadFeed, LoadReading, LoadSignal};
 /// use std::time::Duration;
 ///
 /// let (reports, source) = tokio::sync::mpsc::channel(1);
-/// let feed = LoadFeed::spawn(source, Metric::Active, Duration::from_secs(3));
-/// assert_eq!(feed.load(), LoadMetric::UNKNOWN); // nothing heard yet
+/// let feed = LoadFeed::spawn(source, LoadSignal::Active, Duration::from_secs(3));
+/// assert_eq!(feed.load(), LoadReading::UNKNOWN); // nothing heard yet
 /// reports.send(BackendLoad::new(1, 7, 20.0)).await.unwrap();
 /// while !feed.load().is_known() {
 ///     tokio::task::yield_now().await;
 /// }
-/// assert_eq!(feed.load(), LoadMetric::new(7.0));
+/// assert_eq!(feed.load(), LoadReading::new(7.0));
 /// # }
 /// ```
 #[derive(Clone)]
@@ -88,14 +89,14 @@ pub struct LoadFeed {
 
 impl LoadFeed {
     /// Starts a task on the current tokio runtime that reads `source` and publishes
-    /// `metric` of each report, fresh for `max_age` from when the report was taken.
+    /// `signal` of each report, fresh for `max_age` from when the report was taken.
     ///
     /// # Panics
     ///
     /// Outside a tokio runtime.
-    pub fn spawn<S: LoadSource>(source: S, metric: Metric, max_age: Duration) -> Self {
+    pub fn spawn<S: LoadSource>(source: S, signal: LoadSignal, max_age: Duration) -> Self {
         let cell = Arc::new(Cell::new());
-        let task = tokio::spawn(drive(source, Arc::clone(&cell), metric, max_age));
+        let task = tokio::spawn(drive(source, Arc::clone(&cell), signal, max_age));
         LoadFeed {
             cell,
             _task: Arc::new(AbortOnDrop(task)),
@@ -103,13 +104,13 @@ impl LoadFeed {
     }
 
     /// The backend's load now.
-    pub fn load(&self) -> LoadMetric {
+    pub fn load(&self) -> LoadReading {
         self.load_at(Instant::now())
     }
 
-    /// The backend's load as of `now`: the latest metric if its report is fresh at `now`,
-    /// else [`LoadMetric::UNKNOWN`].
-    pub fn load_at(&self, now: Instant) -> LoadMetric {
+    /// The backend's load as of `now`: the latest reading if its report is fresh at `now`,
+    /// else [`LoadReading::UNKNOWN`].
+    pub fn load_at(&self, now: Instant) -> LoadReading {
         self.cell.read(now)
     }
 
@@ -130,13 +131,18 @@ impl fmt::Debug for LoadFeed {
 }
 
 /// The feed's task: reads reports and publishes them until the source is finished.
-async fn drive<S: LoadSource>(mut source: S, cell: Arc<Cell>, metric: Metric, max_age: Duration) {
+async fn drive<S: LoadSource>(
+    mut source: S,
+    cell: Arc<Cell>,
+    signal: LoadSignal,
+    max_age: Duration,
+) {
     let mut last_sequence = None;
     while let Some(next) = source.next_report().await {
         match next {
             Ok(report) => {
                 if last_sequence.replace(report.sequence) != Some(report.sequence) {
-                    cell.publish(&report, metric, max_age, Instant::now());
+                    cell.publish(&report, signal, max_age, Instant::now());
                 }
             }
             Err(_) => tokio::time::sleep(RETRY_AFTER_ERROR).await,
@@ -153,12 +159,12 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// The published metric and until when it is fresh.
+/// The published reading and until when it is fresh.
 struct Cell {
     anchor: Instant,
-    /// `f64` bits of the latest metric.
-    metric: AtomicU64,
-    /// Nanoseconds after `anchor` until which `metric` is fresh; 0 before the first report.
+    /// `f64` bits of the latest reading.
+    reading: AtomicU64,
+    /// Nanoseconds after `anchor` until which `reading` is fresh; 0 before the first report.
     fresh_until: AtomicU64,
     reports: AtomicU64,
 }
@@ -167,7 +173,7 @@ impl Cell {
     fn new() -> Self {
         Cell {
             anchor: Instant::now(),
-            metric: AtomicU64::new(f64::INFINITY.to_bits()),
+            reading: AtomicU64::new(f64::INFINITY.to_bits()),
             fresh_until: AtomicU64::new(0),
             reports: AtomicU64::new(0),
         }
@@ -177,30 +183,36 @@ impl Cell {
         u64::try_from(at.saturating_duration_since(self.anchor).as_nanos()).unwrap_or(u64::MAX)
     }
 
-    fn publish(&self, report: &BackendLoad, metric: Metric, max_age: Duration, received: Instant) {
+    fn publish(
+        &self,
+        report: &BackendLoad,
+        signal: LoadSignal,
+        max_age: Duration,
+        received: Instant,
+    ) {
         let age = Duration::from_millis(report.age_ms);
         let taken = received.checked_sub(age).unwrap_or(self.anchor);
         let until = taken
             .checked_add(max_age)
             .map_or(u64::MAX, |t| self.nanos_since_anchor(t));
         // Relaxed: published by the Release store below.
-        self.metric
-            .store(metric.of(report).to_bits(), Ordering::Relaxed);
+        self.reading
+            .store(signal.of(report).to_bits(), Ordering::Relaxed);
         // Release: pairs with the Acquire in `read`, so a reader that sees this deadline sees
-        // this report's metric (or a later one), never an older one.
+        // this report's reading (or a later one), never an older one.
         self.fresh_until.store(until, Ordering::Release);
         self.reports.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn read(&self, now: Instant) -> LoadMetric {
+    fn read(&self, now: Instant) -> LoadReading {
         // Acquire: pairs with the Release in `publish`.
         let until = self.fresh_until.load(Ordering::Acquire);
         if self.nanos_since_anchor(now) >= until {
-            return LoadMetric::UNKNOWN;
+            return LoadReading::UNKNOWN;
         }
         // Relaxed: ordered after the deadline by the Acquire above. Racing a publish, this
-        // may read the newer metric with the older deadline: a report that is seconds old.
-        LoadMetric::new(f64::from_bits(self.metric.load(Ordering::Relaxed)))
+        // may read the newer reading with the older deadline: a report that is seconds old.
+        LoadReading::new(f64::from_bits(self.reading.load(Ordering::Relaxed)))
     }
 }
 
@@ -214,17 +226,17 @@ mod tests {
     fn a_report_is_fresh_until_max_age_after_it_was_taken() {
         let cell = Cell::new();
         let now = Instant::now();
-        assert_eq!(cell.read(now), LoadMetric::UNKNOWN, "nothing heard");
+        assert_eq!(cell.read(now), LoadReading::UNKNOWN, "nothing heard");
         let report = BackendLoad::new(1, 5, 10.0).with_age_ms(1_000);
-        cell.publish(&report, Metric::Active, MAX_AGE, now);
-        assert_eq!(cell.read(now), LoadMetric::new(5.0));
+        cell.publish(&report, LoadSignal::Active, MAX_AGE, now);
+        assert_eq!(cell.read(now), LoadReading::new(5.0));
         assert_eq!(
             cell.read(now + Duration::from_millis(1_999)),
-            LoadMetric::new(5.0)
+            LoadReading::new(5.0)
         );
         assert_eq!(
             cell.read(now + Duration::from_millis(2_000)),
-            LoadMetric::UNKNOWN
+            LoadReading::UNKNOWN
         );
     }
 
@@ -233,10 +245,10 @@ mod tests {
         let cell = Cell::new();
         let now = Instant::now() + Duration::from_secs(10);
         let stale = BackendLoad::new(1, 0, 10.0).with_age_ms(4_000);
-        cell.publish(&stale, Metric::Occupancy, MAX_AGE, now);
+        cell.publish(&stale, LoadSignal::Occupancy, MAX_AGE, now);
         assert_eq!(
             cell.read(now),
-            LoadMetric::UNKNOWN,
+            LoadReading::UNKNOWN,
             "idle but stale is not free"
         );
     }
@@ -244,7 +256,7 @@ mod tests {
     #[tokio::test]
     async fn a_repeated_sequence_refreshes_nothing_and_a_restart_counts() {
         let (reports, source) = tokio::sync::mpsc::channel(8);
-        let feed = LoadFeed::spawn(source, Metric::Active, MAX_AGE);
+        let feed = LoadFeed::spawn(source, LoadSignal::Active, MAX_AGE);
         for report in [
             BackendLoad::new(5, 1, 10.0),
             BackendLoad::new(5, 2, 10.0), // same sequence: ignored
@@ -259,7 +271,7 @@ mod tests {
             }
         });
         waited.await.expect("two reports published in time");
-        assert_eq!(feed.load(), LoadMetric::new(3.0));
+        assert_eq!(feed.load(), LoadReading::new(3.0));
         tokio::task::yield_now().await;
         assert_eq!(feed.reports(), 2);
     }
@@ -267,7 +279,7 @@ mod tests {
     #[tokio::test]
     async fn the_task_stops_with_the_last_feed() {
         let (reports, source) = tokio::sync::mpsc::channel::<BackendLoad>(1);
-        let feed = LoadFeed::spawn(source, Metric::Active, MAX_AGE);
+        let feed = LoadFeed::spawn(source, LoadSignal::Active, MAX_AGE);
         let other = feed.clone();
         drop(feed);
         assert!(!reports.is_closed(), "a clone keeps it running");

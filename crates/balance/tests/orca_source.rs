@@ -10,13 +10,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use livecount_balance::{
+    BackendLoad, LoadFeed, LoadReading, LoadSignal, LoadSource, OrcaLoadSource, SessionLoad,
+};
 use livecount_capacity::CapacityConfig;
 use livecount_report::{LoadBoard, LoadReport, ManualUtilisation, OrcaService};
 use livecount_session::{Session, SessionTracker};
-use livecount_tower::{
-    BackendLoad, DRAINING_SEQUENCE, LoadFeed, LoadMetric, LoadSource, Metric, OrcaLoadSource,
-    SessionLoad,
-};
 use tokio::time::timeout;
 use tower::balance::p2c::Balance;
 use tower::discover::ServiceList;
@@ -150,7 +149,7 @@ async fn a_reports_fields_arrive_and_draining_ends_the_stream() {
     // (its max age, a minute, is not what makes it unknown).
     let feed = LoadFeed::spawn(
         self::source(backend.addr),
-        Metric::Occupancy,
+        LoadSignal::Occupancy,
         Duration::from_secs(60),
     );
     timeout(WAIT, async {
@@ -160,14 +159,14 @@ async fn a_reports_fields_arrive_and_draining_ends_the_stream() {
     })
     .await
     .expect("the feed hears a report");
-    let expected = Metric::Occupancy.of(&later);
+    let expected = LoadSignal::Occupancy.of(&later);
     assert!((feed.load().value() - expected).abs() < 1e-12, "{feed:?}");
 
     let drained = backend.board.set_draining(backend.tracker.snapshot());
     let draining = until(&mut source, |r| r.draining).await;
-    assert_eq!(draining.sequence, DRAINING_SEQUENCE);
+    assert_eq!(draining.sequence, OrcaLoadSource::DRAINING_SEQUENCE);
     assert_eq!(draining.active, 9, "the last report, marked draining");
-    assert_eq!(Metric::Occupancy.of(&draining), f64::INFINITY);
+    assert_eq!(LoadSignal::Occupancy.of(&draining), f64::INFINITY);
     assert!(drained.draining);
     timeout(Duration::from_secs(2), async {
         while feed.load().is_known() {
@@ -176,7 +175,7 @@ async fn a_reports_fields_arrive_and_draining_ends_the_stream() {
     })
     .await
     .expect("the feed reads a draining backend as unknown within 2 s");
-    assert_eq!(feed.load(), LoadMetric::UNKNOWN);
+    assert_eq!(feed.load(), LoadReading::UNKNOWN);
 
     // While the board drains, each new stream ends at once: more draining reports (the
     // feed ignores the repeats), never a hang.
@@ -247,9 +246,9 @@ async fn a_dead_or_silent_address_does_not_hang() {
     }
 
     // A feed on a dead backend stays unknown: silence is not free capacity.
-    let feed = LoadFeed::spawn(source(dead), Metric::Occupancy, Duration::from_secs(2));
+    let feed = LoadFeed::spawn(source(dead), LoadSignal::Occupancy, Duration::from_secs(2));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(feed.load(), LoadMetric::UNKNOWN);
+    assert_eq!(feed.load(), LoadReading::UNKNOWN);
     drop(silent);
 }
 
@@ -259,14 +258,14 @@ async fn a_p2c_balancer_on_orca_fed_loads_sends_work_where_there_is_room() {
     let mut roomy = Backend::start("127.0.0.1:0".parse().unwrap()).await;
     let (a, b) = (full.publish(40), roomy.publish(5));
     assert!(
-        Metric::Occupancy.of(&BackendLoad::new(0, a.active, a.effective_capacity))
-            > Metric::Occupancy.of(&BackendLoad::new(0, b.active, b.effective_capacity)),
+        LoadSignal::Occupancy.of(&BackendLoad::new(0, a.active, a.effective_capacity))
+            > LoadSignal::Occupancy.of(&BackendLoad::new(0, b.active, b.effective_capacity)),
         "{a:?} {b:?}"
     );
     let services = [&full, &roomy].map(|backend| {
         let feed = LoadFeed::spawn(
             source(backend.addr),
-            Metric::Occupancy,
+            LoadSignal::Occupancy,
             Duration::from_secs(2),
         );
         let addr = backend.addr;

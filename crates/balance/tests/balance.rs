@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use livecount_balance::{
+    BackendLoad, HttpLoadSource, LoadFeed, LoadSignal, LoadSource, SessionLoad,
+};
 use livecount_report::{LoadReport, ServedReport};
-use livecount_tower::{BackendLoad, HttpLoadSource, LoadFeed, LoadSource, Metric, SessionLoad};
 use tokio::task::JoinHandle;
 use tower::balance::p2c::Balance;
 use tower::discover::ServiceList;
@@ -75,7 +77,7 @@ impl Drop for Backend {
 fn feed(addr: SocketAddr) -> LoadFeed {
     LoadFeed::spawn(
         HttpLoadSource::new(addr, PERIOD),
-        Metric::Occupancy,
+        LoadSignal::Occupancy,
         MAX_AGE,
     )
 }
@@ -236,18 +238,18 @@ async fn the_http_source_reads_what_the_agents_router_serves() {
 /// is unknown and above every known load, and the order follows the value.
 #[test]
 fn load_metrics_read_back_their_value_and_unknown_is_infinite() {
-    use livecount_tower::LoadMetric;
-    assert_eq!(LoadMetric::new(0.25).value(), 0.25);
-    assert_eq!(LoadMetric::new(17.0).value(), 17.0);
-    assert_eq!(LoadMetric::new(-3.5).value(), -3.5);
-    assert!(LoadMetric::new(0.25).is_known());
-    assert_eq!(LoadMetric::UNKNOWN.value(), f64::INFINITY);
+    use livecount_balance::LoadReading;
+    assert_eq!(LoadReading::new(0.25).value(), 0.25);
+    assert_eq!(LoadReading::new(17.0).value(), 17.0);
+    assert_eq!(LoadReading::new(-3.5).value(), -3.5);
+    assert!(LoadReading::new(0.25).is_known());
+    assert_eq!(LoadReading::UNKNOWN.value(), f64::INFINITY);
     for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
-        assert_eq!(LoadMetric::new(bad), LoadMetric::UNKNOWN);
-        assert!(!LoadMetric::new(bad).is_known());
+        assert_eq!(LoadReading::new(bad), LoadReading::UNKNOWN);
+        assert!(!LoadReading::new(bad).is_known());
     }
-    assert!(LoadMetric::new(2.0) < LoadMetric::new(3.0));
-    assert!(LoadMetric::new(1e300) < LoadMetric::UNKNOWN);
+    assert!(LoadReading::new(2.0) < LoadReading::new(3.0));
+    assert!(LoadReading::new(1e300) < LoadReading::UNKNOWN);
 }
 
 /// A backend that is ready or not, or failing, as told.
@@ -281,7 +283,7 @@ async fn session_load_is_ready_exactly_when_its_backend_is() {
     use std::task::{Context, Poll, Waker};
     use tower::Service;
     let (_reports, source) = tokio::sync::mpsc::channel(1);
-    let feed = LoadFeed::spawn(source, Metric::Active, Duration::from_secs(3));
+    let feed = LoadFeed::spawn(source, LoadSignal::Active, Duration::from_secs(3));
     let mut cx = Context::from_waker(Waker::noop());
     let mut pending = SessionLoad::new(Gate(None), feed.clone());
     assert!(pending.poll_ready(&mut cx).is_pending());
