@@ -4,7 +4,7 @@
 #   fuzz/run.sh [SECONDS] [TARGET...]     # default: 20 seconds each, every target
 #   CMIN=1 fuzz/run.sh 30                 # then minimise each corpus in place (edges only)
 #
-# Each target runs `livecount_check::check_program` on the programs libFuzzer generates
+# Each target runs `livecount_support::check::check_program` on the programs libFuzzer generates
 # (real threads, lockstep comparison with Reference, concurrent phases held to the gauge
 # read guarantee). New inputs land in fuzz/corpus/<target>/, crashes in
 # fuzz/artifacts/<target>/; the `corpus_replay` test in tests/ replays both on every

@@ -31,7 +31,7 @@ MUTANTS_VERSION=27.1.0
 
 # The test packages run for each crate's mutants (the crate itself always runs).
 declare -A TESTS=(
-    [livecount]="livecount-tests livecount-check"
+    [livecount]="livecount-tests livecount-support"
     [livecount-session]=""
     [livecount-capacity]=""
     [livecount-report]=""

@@ -5,7 +5,7 @@
 //! cargo run -p livecount-tests --example seed_corpus
 //! ```
 
-use livecount_check::{Op, Program};
+use livecount_support::check::{Op, Program};
 use livecount_tests::{FUZZ_TARGETS, fuzz_dir};
 
 fn seeds() -> Vec<(&'static str, Program)> {

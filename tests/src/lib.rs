@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use livecount_check::{MAX_BURST, MAX_RACE_ROUNDS, MAX_THREADS, MIN_THREADS, Op, Program};
+use livecount_support::check::{MAX_BURST, MAX_RACE_ROUNDS, MAX_THREADS, MIN_THREADS, Op, Program};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 

@@ -2,7 +2,7 @@
 //! shared and sent between threads (a session may end on another thread than it started on).
 
 use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped, Token, Totals};
-use livecount_check::{Op, Program};
+use livecount_support::check::{Op, Program};
 
 fn assert_send_sync<T: Send + Sync>() {}
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use livecount::{Counter, PerCpu, PerThread, Reference, Sharded, Single, Striped};
-use livecount_check::{Program, check_program_with, files_in, replay_dir};
+use livecount_support::check::{Program, check_program_with, files_in, replay_dir};
 use livecount_tests::{FUZZ_TARGETS, fuzz_dir};
 
 /// Replays `fuzz/corpus/<target>/` (must hold at least one decodable input) and

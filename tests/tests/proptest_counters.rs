@@ -1,14 +1,14 @@
 //! One proptest suite, instantiated for every counter by `suite!`: random programs run on
-//! real threads through `livecount_check::check_program_with`, which compares the counter
-//! with `Reference` and a model after every step and holds concurrent reads to the gauge
-//! read guarantee.
+//! real threads through `livecount_support::check::check_program_with`, which compares the
+//! counter with `Reference` and a model after every step and holds concurrent reads to the
+//! gauge read guarantee.
 //!
 //! `PROPTEST_CASES` sets the cases per implementation (default
 //! `livecount_tests::DEFAULT_CASES`); `--ignored` runs `HEAVY_FACTOR` times as many. Failures are saved to
 //! `proptest_counters.proptest-regressions` next to this file and replayed first.
 
 use livecount::{CpuSource, PerCpu, PerThread, Reference, Sharded, Single, Striped};
-use livecount_check::check_program_with;
+use livecount_support::check::check_program_with;
 use livecount_tests::{config, program};
 use proptest::prelude::*;
 use proptest::test_runner::Config;

@@ -2,6 +2,8 @@
 
 use std::time::SystemTime;
 
+use livecount_support::provenance;
+
 /// The `Machine / Rust / Commit` lines of a result.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Machine {
@@ -51,18 +53,18 @@ impl PerCpuSetup {
 }
 
 impl Machine {
-    /// Describes the machine this process runs on (through `livecount-provenance`, which
-    /// `lbsim` shares).
+    /// Describes the machine this process runs on (through `livecount_support::provenance`,
+    /// which `lbsim` shares).
     pub fn detect() -> Machine {
-        let cpu_model = livecount_provenance::cpu_model();
+        let cpu_model = provenance::cpu_model();
         let cores = cores();
         Machine {
-            label: livecount_provenance::label(&cpu_model, cores),
+            label: provenance::label(&cpu_model, cores),
             cpu_model,
             cores,
-            rustc: livecount_provenance::rustc(),
-            commit: livecount_provenance::commit(),
-            date: livecount_provenance::iso_date(SystemTime::now()),
+            rustc: provenance::rustc(),
+            commit: provenance::commit(),
+            date: provenance::iso_date(SystemTime::now()),
             per_cpu: Some(PerCpuSetup::detect()),
             java: None,
         }
@@ -71,7 +73,7 @@ impl Machine {
 
 /// Available parallelism (at least 1).
 pub fn cores() -> usize {
-    livecount_provenance::cores()
+    provenance::cores()
 }
 
 #[cfg(test)]
@@ -79,11 +81,11 @@ mod tests {
     use super::*;
 
     /// The detected machine is self-consistent: its label is its model's and cores', and the
-    /// date is an ISO 8601 instant (the helpers themselves are tested in livecount-provenance).
+    /// date is an ISO 8601 instant (the helpers themselves are tested in livecount-support).
     #[test]
     fn a_detected_machine_describes_itself() {
         let m = Machine::detect();
-        assert_eq!(m.label, livecount_provenance::label(&m.cpu_model, m.cores));
+        assert_eq!(m.label, provenance::label(&m.cpu_model, m.cores));
         assert!(m.cores >= 1);
         assert!(
             m.rustc.starts_with("rustc ") || m.rustc == "unknown",

@@ -12,7 +12,7 @@
 
 #[test]
 fn committed_generated_code_matches_the_protos() {
-    livecount_protos_check::assert_current(
+    livecount_support::protos::assert_current(
         env!("CARGO_MANIFEST_DIR"),
         "livecount-server",
         // The `.proto` files compiled, relative to `proto/`.

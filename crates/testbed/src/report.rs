@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use livecount_sim::{PolicyResult, Scenario};
+use livecount_support::provenance;
 use serde::Serialize;
 
 use crate::compare::{self, Finding, Metric, Side};
@@ -76,7 +77,7 @@ pub fn write(
 
 fn markdown(scenario: &Scenario, scaling: &Scaling, c: &Comparison, command: &str) -> String {
     let mut out = String::new();
-    let cores = livecount_provenance::cores();
+    let cores = provenance::cores();
     let _ = writeln!(
         out,
         "# Testbed: `{}` on real balancers beside `lbsim`\n",
@@ -86,10 +87,10 @@ fn markdown(scenario: &Scenario, scaling: &Scaling, c: &Comparison, command: &st
     let _ = writeln!(
         out,
         "Machine: {} · Rust: {} · Commit: {} · Date: {}\n",
-        livecount_provenance::label(&livecount_provenance::cpu_model(), cores),
-        livecount_provenance::rustc(),
-        livecount_provenance::commit(),
-        livecount_provenance::iso_date(SystemTime::now()),
+        provenance::label(&provenance::cpu_model(), cores),
+        provenance::rustc(),
+        provenance::commit(),
+        provenance::iso_date(SystemTime::now()),
     );
     let _ = writeln!(out, "Reproduce: `{command}`\n");
     let _ = writeln!(out, "## Setup\n");

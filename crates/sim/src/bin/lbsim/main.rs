@@ -24,6 +24,7 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use livecount_sim::report::{self, RunMeta};
 use livecount_sim::{Scenario, ScenarioResult, policy, run};
+use livecount_support::provenance;
 
 mod cli;
 mod factors;
@@ -220,13 +221,9 @@ fn meta(path: &Path, o: &RunOptions) -> RunMeta {
     }
     RunMeta {
         command,
-        commit: livecount_provenance::commit(),
-        machine: format!(
-            "{}, {} CPUs",
-            livecount_provenance::cpu_model(),
-            livecount_provenance::cores()
-        ),
-        rust: livecount_provenance::rustc(),
+        commit: provenance::commit(),
+        machine: format!("{}, {} CPUs", provenance::cpu_model(), provenance::cores()),
+        rust: provenance::rustc(),
         scenario_file: relative(path).display().to_string(),
     }
 }

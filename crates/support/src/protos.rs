@@ -4,8 +4,6 @@
 //! copy under `src/generated/` is current. With `LIVECOUNT_REGENERATE_PROTOS` set it writes
 //! the fresh code instead.
 
-#![warn(missing_docs)]
-
 use std::path::{Path, PathBuf};
 
 /// `$PROTOC` if set, else the vendored `protoc` for this platform; panics, saying so, on a

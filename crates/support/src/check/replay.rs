@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};
 
-use crate::program::Program;
+use crate::check::program::Program;
 
 /// Decodes fuzzer input the way `libfuzzer_sys::fuzz_target!(|p: Program| …)` (0.4.13) does:
 /// inputs shorter than `Program::size_hint(0).0` are skipped (`None`), the rest go through
@@ -16,7 +16,7 @@ use crate::program::Program;
 /// so every other input decodes.
 ///
 /// ```
-/// use livecount_check::{Op, Program, decode};
+/// use livecount_support::check::{Op, Program, decode};
 ///
 /// assert_eq!(decode(&[]), None); // libFuzzer skips it too
 /// assert_eq!(decode(&[0]), Some(Program::new(0, vec![])));
@@ -45,7 +45,7 @@ pub struct Replayed {
 ///
 /// ```no_run
 /// use livecount::Sharded;
-/// use livecount_check::{check_program, replay_dir};
+/// use livecount_support::check::{check_program, replay_dir};
 ///
 /// let replayed = replay_dir("fuzz/corpus/sharded".as_ref(), check_program::<Sharded>).unwrap();
 /// assert!(replayed.checked > 0);
@@ -91,7 +91,7 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::program::{MAX_OPS, Op};
+    use crate::check::program::{MAX_OPS, Op};
 
     /// Deterministic pseudo-random bytes.
     fn bytes(seed: u64, len: usize) -> Vec<u8> {

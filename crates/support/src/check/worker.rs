@@ -8,7 +8,7 @@ use std::sync::mpsc::{Receiver, Sender};
 
 use livecount::{Counter, Reference, Token, Totals};
 
-use crate::race;
+use crate::check::race;
 
 /// One open session: the counter's token, the oracle's token, and where it started.
 ///
@@ -134,7 +134,7 @@ fn end_at_exit<C: Counter + 'static>(
 ) {
     let job = move || {
         let ended = panic::catch_unwind(AssertUnwindSafe(|| session.end(&*counter, &oracle)))
-            .map_err(|panic| crate::replay::panic_message(&*panic).to_string());
+            .map_err(|panic| crate::check::replay::panic_message(&*panic).to_string());
         // The driver waits for this after joining the thread; it may have given up already.
         let _ = done.send(ended);
     };

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use livecount::{Counter, Reference, Totals};
 
-use crate::program::{Op, Program};
-use crate::race::Phase;
-use crate::worker::{self, Command, Observation, Reply, Session};
+use crate::check::program::{Op, Program};
+use crate::check::race::Phase;
+use crate::check::worker::{self, Command, Observation, Reply, Session};
 
 /// Rounds per thread of the concurrent phase every program ends with.
 pub const FINAL_RACE_ROUNDS: usize = 32;
@@ -20,7 +20,7 @@ pub const FINAL_RACE_ROUNDS: usize = 32;
 ///
 /// ```
 /// use livecount::Striped;
-/// use livecount_check::{Op, Program, check_program};
+/// use livecount_support::check::{Op, Program, check_program};
 ///
 /// let program = Program::new(2, vec![
 ///     Op::Burst { thread: 0, n: 3 },
@@ -58,7 +58,7 @@ pub fn check_program_with<C: Counter + 'static>(
     });
     if let Err(failure) = outcome {
         panic!(
-            "livecount-check: {} broke the Counter contract\n  {failure}\n  program: {program:?}",
+            "livecount_support::check: {} broke the Counter contract\n  {failure}\n  program: {program:?}",
             std::any::type_name::<C>()
         );
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use livecount::{Counter, PerThread, Reference, Sharded, Single, Striped, Totals};
 
-use crate::{Op, Program, check_program, check_program_with};
+use crate::check::{Op, Program, check_program, check_program_with};
 
 /// The token of the broken counters below.
 #[derive(Debug)]

@@ -5,13 +5,11 @@
 //! with it.
 //!
 //! ```
-//! let cpu = livecount_provenance::cpu_model();
+//! let cpu = livecount_support::provenance::cpu_model();
 //! assert!(!cpu.is_empty());
-//! assert!(livecount_provenance::cores() >= 1);
-//! assert!(livecount_provenance::label(&cpu, 2).ends_with("-2c"));
+//! assert!(livecount_support::provenance::cores() >= 1);
+//! assert!(livecount_support::provenance::label(&cpu, 2).ends_with("-2c"));
 //! ```
-
-#![warn(missing_docs)]
 
 use std::path::Path;
 use std::process::Command;
@@ -41,7 +39,7 @@ pub fn cpu_model() -> String {
 ///
 /// ```
 /// assert_eq!(
-///     livecount_provenance::label("AMD EPYC 9R14 96-Core Processor", 2),
+///     livecount_support::provenance::label("AMD EPYC 9R14 96-Core Processor", 2),
 ///     "amd-epyc-9r14-96-core-processor-2c"
 /// );
 /// ```
@@ -94,7 +92,7 @@ pub fn commit_in(dir: Option<&Path>) -> String {
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
 /// let t = UNIX_EPOCH + Duration::from_secs(1_796_051_292);
-/// assert_eq!(livecount_provenance::iso_date(t), "2026-11-30T15:08:12Z");
+/// assert_eq!(livecount_support::provenance::iso_date(t), "2026-11-30T15:08:12Z");
 /// ```
 pub fn iso_date(t: SystemTime) -> String {
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;

@@ -1,4 +1,4 @@
-//! [`Program`] and [`Op`]: what [`check_program`](crate::check_program) runs.
+//! [`Program`] and [`Op`]: what [`check_program`](crate::check::check_program) runs.
 //!
 //! A program is a handful of virtual threads (each a real OS thread when it runs) and a list
 //! of operations, each addressed to one thread. Every field is a raw `u8` that the executor
@@ -21,7 +21,7 @@ pub const MAX_OPS: usize = 256;
 /// One step of a [`Program`]. Thread numbers are taken modulo the program's thread count.
 ///
 /// ```
-/// use livecount_check::Op;
+/// use livecount_support::check::Op;
 ///
 /// // Thread 0 starts a session, thread 1 ends it: the token crosses threads.
 /// let ops = [Op::Start { thread: 0 }, Op::End { thread: 1, session: 0 }];
@@ -144,14 +144,14 @@ fn wrap_into(n: u8, max: u8) -> u8 {
     (n.max(1) - 1) % max + 1
 }
 
-/// Virtual threads and the operations they run; see [`check_program`](crate::check_program).
+/// Virtual threads and the operations they run; see [`check_program`](crate::check::check_program).
 ///
 /// Build one with [`Program::new`] (which normalises it), decode one from fuzzer bytes with
-/// [`decode`](crate::decode), or generate them with the proptest strategy in the
+/// [`decode`](crate::check::decode), or generate them with the proptest strategy in the
 /// `livecount-tests` crate.
 ///
 /// ```
-/// use livecount_check::{Op, Program};
+/// use livecount_support::check::{Op, Program};
 ///
 /// let program = Program::new(7, vec![Op::Burst { thread: 9, n: 40 }]);
 /// assert_eq!(program.threads, 3); // 7 is mapped into 2..=4
@@ -188,11 +188,11 @@ impl Program {
         Program::new(self.threads, self.ops.clone())
     }
 
-    /// The bytes that [`decode`](crate::decode) (and so a libFuzzer target taking a
+    /// The bytes that [`decode`](crate::check::decode) (and so a libFuzzer target taking a
     /// `Program`) turns back into this program, once normalised. Use it to seed a corpus.
     ///
     /// ```
-    /// use livecount_check::{Op, Program, decode};
+    /// use livecount_support::check::{Op, Program, decode};
     ///
     /// let program = Program::new(2, vec![Op::Start { thread: 0 }, Op::End { thread: 1, session: 0 }]);
     /// assert_eq!(decode(&program.encode()), Some(program));

@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use livecount::PerThread;
-//! use livecount_check::{Op, Program, check_program};
+//! use livecount_support::check::{Op, Program, check_program};
 //!
 //! let program = Program::new(3, vec![
 //!     Op::Start { thread: 0 },
@@ -41,8 +41,6 @@
 //!
 //! The checker's own unit tests run deliberately broken counters through it and assert that
 //! each is caught.
-#![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 mod driver;
 mod program;
