@@ -227,7 +227,10 @@ async fn the_http_source_reads_what_the_agents_router_serves() {
     );
     assert!(load.age_ms < 60_000, "{load:?}");
 
-    let drained = board.set_draining(tracker.snapshot());
+    let drained = {
+        tracker.begin_drain();
+        board.publish(tracker.snapshot())
+    };
     let load = source.next_report().await.unwrap().unwrap();
     assert_eq!((load.sequence, load.draining), (drained.sequence, true));
     drop(sessions);

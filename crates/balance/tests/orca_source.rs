@@ -162,7 +162,10 @@ async fn a_reports_fields_arrive_and_draining_ends_the_stream() {
     let expected = LoadSignal::Occupancy.of(&later);
     assert!((feed.load().value() - expected).abs() < 1e-12, "{feed:?}");
 
-    let drained = backend.board.set_draining(backend.tracker.snapshot());
+    let drained = {
+        backend.tracker.begin_drain();
+        backend.board.publish(backend.tracker.snapshot())
+    };
     let draining = until(&mut source, |r| r.draining).await;
     assert_eq!(draining.sequence, OrcaLoadSource::DRAINING_SEQUENCE);
     assert_eq!(draining.active, 9, "the last report, marked draining");

@@ -10,7 +10,7 @@ use crate::LoadBoard;
 
 /// The gRPC health service (`grpc.health.v1.Health`, tonic-health's) for a server whose load
 /// `board` publishes: the overall status (service name `""`) is `SERVING` until the board
-/// drains ([`LoadBoard::set_draining`]), then `NOT_SERVING`, and `Watch` streams see the
+/// publishes a draining tracker's snapshot ([`LoadBoard::is_draining`]), then `NOT_SERVING`, and `Watch` streams see the
 /// change at once. Kubernetes' gRPC readiness probe and Envoy's gRPC health check read it to
 /// stop sending new calls while the open ones finish.
 ///
@@ -29,7 +29,9 @@ use crate::LoadBoard;
 ///
 /// let board = Arc::new(LoadBoard::new("b1", CapacityConfig::builder().build().unwrap()));
 /// let health = health_service(&board); // `.add_service(health)` on the tonic server
-/// board.set_draining(SessionTracker::new().snapshot()); // now NOT_SERVING
+/// let tracker = SessionTracker::new();
+/// tracker.begin_drain();
+/// board.publish(tracker.snapshot()); // now NOT_SERVING
 /// # let _ = health;
 /// # }
 /// ```

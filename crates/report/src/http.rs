@@ -18,7 +18,7 @@ use crate::{LATENCY_US_HEADER, LoadBoard, PrequalProbe, RIF_HEADER, ServedReport
 /// Merge it into a service's own router or serve it on a scrape port.
 ///
 /// `/ready` answers `200 ready` until the board drains
-/// ([`LoadBoard::set_draining`]), then `503 draining` with `Retry-After: 1`: the readiness
+/// ([`LoadBoard::is_draining`]), then `503 draining` with `Retry-After: 1`: the readiness
 /// probe Kubernetes (and any balancer with an HTTP health check) reads to stop sending new
 /// sessions, while the open ones finish.
 ///

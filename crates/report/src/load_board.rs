@@ -195,19 +195,16 @@ impl LoadBoard {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Marks the backend as draining, publishes at once (agent-check answers `drain`)
-    /// and ends every [`draining_signal`](LoadBoard::draining_signal) wait (ORCA streams).
-    pub fn set_draining(&self, snapshot: Snapshot) -> Arc<LoadReport> {
-        self.draining.send_replace(true);
-        self.publish(snapshot)
-    }
-
-    /// Whether [`set_draining`](LoadBoard::set_draining) was called.
+    /// Whether the latest report says draining: a snapshot of a draining tracker
+    /// ([`SessionTracker::begin_drain`]) was published. The tracker's flag is the one
+    /// drain state; the board only carries it to every signal.
     pub fn is_draining(&self) -> bool {
         *self.draining.borrow()
     }
 
-    /// A receiver that becomes `true` when draining starts.
+    /// A receiver that becomes `true` when a draining report is published (ORCA streams
+    /// end on it, gRPC health turns `NOT_SERVING`). To drain, drain the tracker and
+    /// publish: `tracker.begin_drain(); board.publish(tracker.snapshot())`.
     pub fn draining_signal(&self) -> watch::Receiver<bool> {
         self.draining.subscribe()
     }
@@ -216,8 +213,9 @@ impl LoadBoard {
     pub fn publish(&self, snapshot: Snapshot) -> Arc<LoadReport> {
         let at = self.started.elapsed();
         let mut model = self.model.lock().unwrap_or_else(|e| e.into_inner());
-        let draining = self.is_draining();
         let current = self.latest.load_full();
+        // A drain is never undone: a report made from an older snapshot keeps saying it.
+        let draining = snapshot.draining || current.draining;
         if snapshot.sequence < current.sequence && current.draining == draining {
             // A publisher that took its snapshot earlier lost the race for the lock: the
             // newer report stays (sequence numbers only go up).
@@ -273,6 +271,11 @@ impl LoadBoard {
         // Release: after the store, so a reader that sees this generation finds the report
         // it counts (see `generation`).
         self.generation.fetch_add(1, Ordering::Release);
+        if draining {
+            // After the store: a waiter woken here reads a draining `latest`.
+            self.draining
+                .send_if_modified(|was| !std::mem::replace(was, true));
+        }
         report
     }
 
@@ -415,7 +418,10 @@ mod tests {
         let signal = board.draining_signal();
         assert!(!board.is_draining() && !*signal.borrow());
         tracker.note_refused();
-        let r = board.set_draining(tracker.snapshot());
+        let r = {
+            tracker.begin_drain();
+            board.publish(tracker.snapshot())
+        };
         assert!(r.draining && board.is_draining() && *signal.borrow());
         assert_eq!((r.weight_percent, r.refused), (0, 1));
         assert_eq!(r.agent_reply(), "drain\n");

@@ -77,19 +77,14 @@ fn an_older_snapshot_never_replaces_a_newer_report() {
         "an equal sequence republishes"
     );
     assert_eq!(again.sequence, newer.sequence);
-    // Draining is news whatever the snapshot's age: it is published, and says so.
-    let draining = board.set_draining(older);
-    assert!(draining.draining);
+    // Draining is the tracker's flag, carried by its snapshots: published, and said.
+    tracker.begin_drain();
+    let draining = board.publish(tracker.snapshot_at(newer.taken_at));
+    assert!(draining.draining && draining.sequence > newer.sequence);
     assert!(board.latest().draining);
     assert_eq!(board.latest().agent_reply(), "drain\n");
-    // Once draining, a newer snapshot is published (still draining) and an older one is
-    // again not news.
-    let newest = board.publish(newer);
-    assert!(newest.draining);
-    assert_eq!(newest.sequence, newer.sequence);
-    let dropped = board.publish(tracker.snapshot_at(newer.taken_at));
-    assert!(dropped.sequence > newer.sequence, "snapshots count up");
-    let late_again = board.publish(newer);
-    assert_eq!(board.latest().sequence, dropped.sequence);
-    assert!(Arc::ptr_eq(&late_again, &dropped));
+    // A snapshot taken before the drain is not news, and cannot undo it.
+    let late = board.publish(newer);
+    assert!(Arc::ptr_eq(&late, &draining));
+    assert!(board.latest().draining && board.is_draining());
 }

@@ -212,7 +212,10 @@ async fn load_metrics_agent_check_and_orca_carry_one_report() {
 
     // Draining: agent-check says so at once and the ORCA stream ends (OK).
     drop(sessions);
-    let drained = served.board.set_draining(tracker.snapshot());
+    let drained = {
+        tracker.begin_drain();
+        served.board.publish(tracker.snapshot())
+    };
     assert_eq!(agent_check(served.check).await, "drain\n");
     let end = timeout(WAIT, async {
         loop {

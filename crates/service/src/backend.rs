@@ -11,13 +11,14 @@ use axum::response::Response;
 use http::Request;
 use livecount_capacity::CapacityConfig;
 use livecount_report::generated::xds::service::orca::v3::open_rca_service_server::OpenRcaServiceServer;
-use livecount_report::{LoadBoard, OrcaService};
+use livecount_report::inband::InbandFormat;
+use livecount_report::{LoadBoard, OrcaService, PrequalEstimator};
 use livecount_session::{EndHandle, SessionTracker};
 use livecount_tower::{
-    InbandOrcaLayer, IntoEndReason, Predicate, SessionLayer, StreamLimits, TrackedSocket, Watched,
-    WebSocketSessions,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_SESSION,
+    DEFAULT_SOCKET_IDLE_TIMEOUT, DEFAULT_WRITE_TIMEOUT, InbandOrcaLayer, IntoEndReason, Predicate,
+    SessionLayer, StreamLimits, TrackedSocket, Watched, WebSocketSessions,
 };
-use tokio_util::sync::CancellationToken;
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use crate::Serve;
@@ -90,14 +91,19 @@ pub struct Backend {
 struct Inner {
     tracker: SessionTracker,
     board: Arc<LoadBoard>,
-    /// The drain's signal to the sessions: cancelled when the drain begins (WebSocket
-    /// handlers wrap up, new upgrades are refused). The tracker's and the board's drain
-    /// flags are set by the same [`Backend::drain`] call, in order.
-    draining: CancellationToken,
     sockets: WebSocketSessions,
     layer: BackendLayer,
+    inband: InbandOrcaLayer,
     drain_deadline: Duration,
     max_concurrent_streams: Option<u32>,
+    http: HttpSettings,
+}
+
+/// The bounds of [`Serve::http`](crate::Serve::http)'s servers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HttpSettings {
+    pub(crate) header_read_timeout: Duration,
+    pub(crate) max_pending: Option<usize>,
 }
 
 impl Backend {
@@ -120,9 +126,21 @@ impl Backend {
             drain_deadline: Self::DEFAULT_DRAIN_DEADLINE,
             first_frame_timeout: Some(StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT),
             idle_timeout: None,
+            socket_idle_timeout: Some(DEFAULT_SOCKET_IDLE_TIMEOUT),
+            max_session: Some(DEFAULT_MAX_SESSION),
+            write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            drop_grace: None,
             count: None,
             drain_notice: None,
             max_concurrent_streams: Some(Self::DEFAULT_MAX_CONCURRENT_STREAMS),
+            http: HttpSettings {
+                header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+                max_pending: None,
+            },
+            inband: (Some(InbandFormat::Text), Some(InbandFormat::Bin)),
+            cores: None,
+            prequal: None,
         }
     }
 
@@ -141,9 +159,10 @@ impl Backend {
         self.inner.drain_deadline
     }
 
-    /// Whether the drain has begun.
+    /// Whether the drain has begun: the tracker's flag, the one drain state every signal
+    /// and every session reads.
     pub fn is_draining(&self) -> bool {
-        self.inner.draining.is_cancelled()
+        self.inner.tracker.is_draining()
     }
 
     /// `/load`, `/metrics`, `/ready` and `/prequal` for any axum state: merge them into the
@@ -183,9 +202,17 @@ impl Backend {
     }
 
     /// The latest report on every response as in-band ORCA (HTTP headers, gRPC
-    /// trailers); [`serve`](Backend::serve)'s gRPC server has it.
+    /// trailers), in the [`inband_orca`](BackendBuilder::inband_orca) forms, each report
+    /// encoded once for every layer taken; [`serve`](Backend::serve)'s gRPC server has it,
+    /// an HTTP router gets it with `.layer(backend.inband_orca())`.
     pub fn inband_orca(&self) -> InbandOrcaLayer {
-        InbandOrcaLayer::new(Arc::clone(&self.inner.board))
+        self.inner.inband.clone()
+    }
+
+    /// Publishes a report of the tracker's counts now (the publisher [`serve`](Backend::serve)
+    /// runs does this every report interval), and returns it.
+    pub fn publish(&self) -> Arc<livecount_report::LoadReport> {
+        self.inner.board.publish(self.inner.tracker.snapshot())
     }
 
     /// Serves the listeners given to the returned [`Serve`] until `shutdown` resolves,
@@ -203,7 +230,6 @@ impl Backend {
     /// or the deadline (or `hurry`), and the rest end `Shutdown`. Stop your servers only
     /// after it returns, so the signals and refusals are served throughout.
     pub async fn drain(&self, hurry: impl Future<Output = ()>) -> livecount_tower::Drained {
-        self.inner.draining.cancel();
         let inner = &self.inner;
         livecount_tower::drain(&inner.tracker, &inner.board, inner.drain_deadline, hurry).await
     }
@@ -226,6 +252,10 @@ impl Backend {
 
     pub(crate) fn max_concurrent_streams(&self) -> Option<u32> {
         self.inner.max_concurrent_streams
+    }
+
+    pub(crate) fn http_settings(&self) -> HttpSettings {
+        self.inner.http
     }
 }
 
@@ -250,9 +280,18 @@ pub struct BackendBuilder {
     drain_deadline: Duration,
     first_frame_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
+    socket_idle_timeout: Option<Duration>,
+    max_session: Option<Duration>,
+    write_timeout: Option<Duration>,
+    max_message_bytes: usize,
+    drop_grace: Option<Duration>,
     count: Option<PathRule>,
     drain_notice: Option<Message>,
     max_concurrent_streams: Option<u32>,
+    http: HttpSettings,
+    inband: (Option<InbandFormat>, Option<InbandFormat>),
+    cores: Option<f64>,
+    prequal: Option<Arc<PrequalEstimator>>,
 }
 
 impl BackendBuilder {
@@ -290,11 +329,105 @@ impl BackendBuilder {
     }
 
     /// Ends a counted stream when no frame passed either way for this long
-    /// (`Disconnected`, `DEADLINE_EXCEEDED` "idle timeout"); WebSockets keep their own
-    /// 60 s default ([`livecount_tower::SocketLimits`]). Default: off for streams (see
-    /// [`StreamLimits`] for why).
+    /// (`Disconnected`, `DEADLINE_EXCEEDED` "idle timeout"); WebSockets have their own,
+    /// [`websocket_idle_timeout`](Self::websocket_idle_timeout). Default: off for streams
+    /// (a gRPC client that waits quietly sends no message at all, only HTTP/2 pings; see
+    /// [`StreamLimits`]).
     pub fn idle_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
         self.idle_timeout = limit.into();
+        self
+    }
+
+    /// Ends a WebSocket session whose client sent nothing this long while its handler
+    /// waits to read (`Disconnected`, close 1008 "idle timeout"); `None`: never. Default
+    /// [`DEFAULT_SOCKET_IDLE_TIMEOUT`] (60 s), on unlike a stream's: a WebSocket client
+    /// that is quiet on purpose keeps its socket alive with pings or a heartbeat, so a
+    /// peer gone without a FIN is found within a minute.
+    pub fn websocket_idle_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.socket_idle_timeout = limit.into();
+        self
+    }
+
+    /// Ends a session, WebSocket or counted stream, this long after it began: `TimedOut`
+    /// (WebSocket close 1000, gRPC `DEADLINE_EXCEEDED` "max session length"); `None`:
+    /// never. Default [`DEFAULT_MAX_SESSION`] (1 h): a session that outlives every
+    /// deploy holds its place through every drain until it is cut.
+    pub fn max_session(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.max_session = limit.into();
+        self
+    }
+
+    /// Ends a session whose client has not taken a frame for this long (it stopped
+    /// reading): `Disconnected`, its place back at once; `None`: never. Default
+    /// [`DEFAULT_WRITE_TIMEOUT`] (30 s): a reader that stalls longer is gone, and its
+    /// buffered replies should not hold memory and a place under the cap.
+    pub fn write_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
+        self.write_timeout = limit.into();
+        self
+    }
+
+    /// Ends a WebSocket session whose client sends a message or frame above `bytes` (at
+    /// least 1): `Failed`, close 1009. Default [`DEFAULT_MAX_MESSAGE_BYTES`] (64 KiB), far
+    /// below tungstenite's 64 MiB per socket. A gRPC service bounds its own messages
+    /// (tonic's `max_decoding_message_size`, 4 MiB by default).
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+
+    /// Leaves a counted stream whose response the transport dropped to the service for
+    /// `grace` before the layer ends it `Cancelled` (see
+    /// [`SessionLayer::leave_drops_to_service`]): a service that reads its request body
+    /// can tell a dead connection (`Disconnected`) from a client's reset first. Default:
+    /// off, the drop ends the session `Cancelled` at once (right for a service that does
+    /// not look).
+    pub fn leave_drops_to_service(mut self, grace: Duration) -> Self {
+        self.drop_grace = Some(grace);
+        self
+    }
+
+    /// Closes an HTTP connection of [`Serve::http`](crate::Serve::http) whose request head
+    /// has not fully arrived this long after it opened (or after its last response).
+    /// Default [`livecount_tower::DEFAULT_HEADER_READ_TIMEOUT`] (10 s), which says why
+    /// (slowloris).
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.http.header_read_timeout = timeout;
+        self
+    }
+
+    /// At most this many connections of each [`Serve::http`](crate::Serve::http) listener
+    /// without a response yet (or an upgrade) at once; at the bound the oldest is closed.
+    /// `None`: `livecount_tower::serve`'s default, half the descriptors `RLIMIT_NOFILE`
+    /// leaves free, at most [`livecount_tower::MAX_DEFAULT_PENDING`]; never above what
+    /// the descriptor limit leaves either way. Default `None`.
+    pub fn max_pending_connections(mut self, max: impl Into<Option<usize>>) -> Self {
+        self.http.max_pending = max.into();
+        self
+    }
+
+    /// The in-band ORCA forms of [`inband_orca`](Backend::inband_orca): `http` on HTTP
+    /// responses and WebSocket upgrades (a header), `grpc` in gRPC trailers; `None` turns
+    /// a form off. Default `(Some(Text), Some(Bin))`: Envoy reads `TEXT` headers, and gRPC
+    /// clients read only `BIN` trailers.
+    pub fn inband_orca(mut self, http: Option<InbandFormat>, grpc: Option<InbandFormat>) -> Self {
+        self.inband = (http, grpc);
+        self
+    }
+
+    /// Measures the report's utilisation as this process's CPU time against `cores`.
+    /// Default: the CPUs this process may use (`available_parallelism`); set it when the
+    /// process's share is smaller (a container's CPU quota).
+    pub fn cores(mut self, cores: f64) -> Self {
+        self.cores = Some(cores);
+        self
+    }
+
+    /// Every report carries a Prequal probe (`/prequal`, ORCA named metrics) from
+    /// `estimator`, into which the service records each session's time to first response
+    /// at its requests in flight. Default: none (only the service knows what its latency
+    /// is).
+    pub fn prequal(mut self, estimator: Arc<PrequalEstimator>) -> Self {
+        self.prequal = Some(estimator);
         self
     }
 
@@ -333,30 +466,49 @@ impl BackendBuilder {
                 .build()
                 .expect("the default capacity model"),
         };
-        let board = LoadBoard::builder(&self.name, config);
-        let board = match tracker.max_sessions() {
-            Some(cap) => board.max_sessions(cap),
-            None => board,
-        };
-        let draining = CancellationToken::new();
-        let mut sockets = WebSocketSessions::new(tracker.clone(), draining.clone())
-            .first_message_timeout(self.first_frame_timeout);
+        let mut board = LoadBoard::builder(&self.name, config);
+        if let Some(cap) = tracker.max_sessions() {
+            board = board.max_sessions(cap);
+        }
+        if let Some(cores) = self.cores {
+            board = board.cores(cores);
+        }
+        if let Some(estimator) = self.prequal {
+            board = board.prequal(estimator);
+        }
+        let board = Arc::new(board.build());
+        let mut sockets = WebSocketSessions::new(tracker.clone())
+            .first_message_timeout(self.first_frame_timeout)
+            .idle_timeout(self.socket_idle_timeout)
+            .max_session(self.max_session)
+            .write_timeout(self.write_timeout)
+            .max_message_bytes(self.max_message_bytes);
         if let Some(notice) = self.drain_notice {
             sockets = sockets.drain_notice(notice);
         }
-        let layer = SessionLayer::new(tracker.clone())
+        let mut layer = SessionLayer::new(tracker.clone())
             .with_predicate(Counted(self.count))
+            .max_session(self.max_session)
+            .write_timeout(self.write_timeout)
             .first_frame_timeout(self.first_frame_timeout)
             .idle_timeout(self.idle_timeout);
+        if let Some(grace) = self.drop_grace {
+            layer = layer.leave_drops_to_service(grace);
+        }
+        let (http, grpc) = self.inband;
+        let inband = InbandOrcaLayer::new(Arc::clone(&board))
+            .http_format(http)
+            .grpc_format(grpc);
         Backend {
             inner: Arc::new(Inner {
                 tracker,
-                board: Arc::new(board.build()),
-                draining,
+                board,
                 sockets,
                 layer,
+                inband,
                 drain_deadline: self.drain_deadline,
                 max_concurrent_streams: self.max_concurrent_streams,
+                http: self.http,
             }),
         }
     }

@@ -1,7 +1,7 @@
 //! A tokio service with livecount sessions: HTTP routes counted by `SessionLayer` until their
 //! response bodies end, and a WebSocket route counted by `WebSocketSessions`, whose sockets
 //! end (`Shutdown`, close 1012 "service restart") once the server has shut down gracefully.
-//! No drain deadline here: `full_service` shows the drain that lets calls finish.
+//! No drain deadline here: `livecount-service`'s `Backend` drains and lets calls finish.
 //!
 //! `cargo run -p livecount-tower --example service`, then `curl -N localhost:3000/ticks` or a
 //! WebSocket client on `ws://localhost:3000/ws`; Ctrl-C prints the tracker's snapshot.
@@ -11,32 +11,32 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::ws::Message;
-use axum::extract::{State, WebSocketUpgrade};
+use axum::extract::{Extension, State, WebSocketUpgrade};
 use axum::response::Response;
 use axum::{Router, routing::get};
 use futures_util::StreamExt;
-use livecount_session::{EndReason, SessionTracker};
+use livecount_session::{EndHandle, EndReason, SessionTracker};
 use livecount_tower::{SessionLayer, WebSocketSessions};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// `/hello`, `/ticks` (a tick every 100 ms until the client goes or the server stops) and
 /// `/ws` (echo), all counted on `tracker`.
-fn app(tracker: SessionTracker, shutdown: CancellationToken) -> Router {
+fn app(tracker: SessionTracker) -> Router {
     Router::new()
         .route("/hello", get(|| async { "hello\n" }))
         .route("/ticks", get(ticks))
         .route_layer(SessionLayer::new(tracker.clone()))
         .route("/ws", get(echo))
-        .with_state(WebSocketSessions::new(tracker, shutdown))
+        .with_state(WebSocketSessions::new(tracker))
 }
 
-async fn ticks(State(sessions): State<WebSocketSessions>) -> Body {
+async fn ticks(Extension(session): Extension<EndHandle>) -> Body {
     let ticks = futures_util::stream::unfold(0u64, |n| async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
         Some((Ok::<_, Infallible>(format!("tick {n}\n")), n + 1))
     });
-    Body::from_stream(ticks.take_until(sessions.shutdown().clone().cancelled_owned()))
+    Body::from_stream(ticks.take_until(session.drain_started()))
 }
 
 async fn echo(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
@@ -58,8 +58,13 @@ pub(crate) async fn serve(
     tracker: SessionTracker,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(tracker.clone(), shutdown.clone()))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
+    let drain = tracker.clone();
+    let signal = async move {
+        shutdown.cancelled().await;
+        drain.begin_drain(); // new sessions refused, streams and sockets told
+    };
+    axum::serve(listener, app(tracker.clone()))
+        .with_graceful_shutdown(signal)
         .await?;
     tracker.end_all(EndReason::Shutdown);
     Ok(())

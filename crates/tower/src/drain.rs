@@ -31,7 +31,8 @@ pub struct Drained {
 ///    ([`SessionTracker::begin_drain`]: WebSocket upgrades get `503` with `Retry-After`,
 ///    [`SessionLayer`](crate::SessionLayer) requests `UNAVAILABLE` or `503`), counted
 ///    refused, never as sessions;
-/// 2. the board publishes a draining report at once ([`LoadBoard::set_draining`]): HAProxy's
+/// 2. the board publishes a draining report at once ([`LoadBoard::publish`] of the draining
+///    tracker's snapshot): HAProxy's
 ///    agent-check reads `drain`, ORCA streams end, `/load` and `/metrics` say `draining`,
 ///    `/ready` answers `503` and [`health_service`](livecount_report::health_service)
 ///    `NOT_SERVING`;
@@ -85,7 +86,7 @@ where
 {
     let began = Instant::now();
     tracker.begin_drain();
-    let open_at_start = board.set_draining(tracker.snapshot()).active;
+    let open_at_start = board.publish(tracker.snapshot()).active; // says draining at once
     let until = began + deadline.min(Duration::from_secs(365 * 24 * 3600));
     tokio::pin!(hurry);
     let hurried = loop {

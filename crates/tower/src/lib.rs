@@ -91,7 +91,7 @@
 //! # let _ = server;
 //! ```
 //!
-//! WebSocket sessions, refused once the drain signal is cancelled and left to finish;
+//! WebSocket sessions, refused once the tracker drains and left to finish;
 //! [`drain`] ends the rest at its deadline (`livecount-service`'s `Backend` performs the
 //! whole sequence):
 //!
@@ -99,7 +99,6 @@
 //! use axum::{Router, extract::{State, WebSocketUpgrade}, response::Response, routing::get};
 //! use livecount_session::SessionTracker;
 //! use livecount_tower::WebSocketSessions;
-//! use tokio_util::sync::CancellationToken;
 //!
 //! async fn talk(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
 //!     sessions.upgrade(ws, |mut socket, _session| async move {
@@ -107,10 +106,10 @@
 //!     })
 //! }
 //!
-//! let shutdown = CancellationToken::new(); // cancel it when the drain begins (SIGTERM)
+//! let tracker = SessionTracker::new(); // `tracker.begin_drain()` when the drain begins
 //! let app: Router = Router::new()
 //!     .route("/talk", get(talk))
-//!     .with_state(WebSocketSessions::new(SessionTracker::new(), shutdown.clone()));
+//!     .with_state(WebSocketSessions::new(tracker));
 //! # let _ = app;
 //! ```
 //!
@@ -145,7 +144,7 @@
 //! # Feature flags
 //!
 //! * `axum` (default): [`WebSocketSessions`], [`tracked_upgrade`], [`TrackedSocket`]
-//!   (axum's `ws` extractor, tokio-util's `CancellationToken`). [`SessionLayer`] needs
+//!   (axum's `ws` extractor). [`SessionLayer`] needs
 //!   only tower, http and tokio.
 //! * `serve` (default): [`serve`], an HTTP/1.1 server for any cloneable tower service
 //!   (hyper's server, hyper-util's tokio glue, and rustix's safe `getrlimit` on unix).

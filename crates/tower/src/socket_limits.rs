@@ -52,7 +52,7 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// use livecount_tower::WebSocketSessions;
 /// use std::time::Duration;
 ///
-/// let sessions: WebSocketSessions = WebSocketSessions::new(SessionTracker::new(), Default::default())
+/// let sessions: WebSocketSessions = WebSocketSessions::new(SessionTracker::new())
 ///     .max_session(Duration::from_secs(3 * 3600))
 ///     .idle_timeout(None) // the clients cannot send pings
 ///     .max_message_bytes(16 * 1024);

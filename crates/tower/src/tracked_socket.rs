@@ -15,9 +15,9 @@ use futures_core::Stream;
 use futures_sink::Sink;
 use livecount::Counter;
 use livecount_session::{EndHandle, EndReason};
+use std::future::Future;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// How the transport ended, as the socket saw it while the handler read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,8 +185,8 @@ pub struct TrackedSocket {
     watch: std::sync::Arc<SocketWatch>,
     /// Touched on every message read, so the ghost reaper sees a live client.
     activity: Option<Box<dyn Fn() + Send + Sync>>,
-    /// The sessions' drain signal (their shutdown token).
-    drain: CancellationToken,
+    /// The tracker's drain, through the session's handle.
+    drain: Box<dyn Drain>,
     /// The message `recv` sends the client once the drain begins, if any (not sent yet).
     notice: Option<Message>,
 }
@@ -197,15 +197,14 @@ impl TrackedSocket {
         home: oneshot::Sender<WebSocket>,
         watch: std::sync::Arc<SocketWatch>,
         session: EndHandle<C, M>,
-        drain: CancellationToken,
         notice: Option<Message>,
     ) -> Self {
         TrackedSocket {
             socket: Some(socket),
             home: Some(home),
             watch,
+            drain: Box::new(session.clone()),
             activity: Some(Box::new(move || session.touch())),
-            drain,
             notice,
         }
     }
@@ -214,7 +213,7 @@ impl TrackedSocket {
     /// refused and the drain's deadline will end it ([`Shutdown`](EndReason::Shutdown),
     /// close 1012 "service restart") unless it ends first. Time to wrap up.
     pub fn is_draining(&self) -> bool {
-        self.drain.is_cancelled()
+        self.drain.is_draining()
     }
 
     /// Resolves when the server begins to drain (at once if it has): a handler selects on
@@ -239,8 +238,8 @@ impl TrackedSocket {
     /// }
     /// # }
     /// ```
-    pub fn drain_started(&self) -> WaitForCancellationFutureOwned {
-        self.drain.clone().cancelled_owned()
+    pub fn drain_started(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.drain.started()
     }
 
     /// The next message from the client, as [`WebSocket::recv`]: `None` once the
@@ -251,12 +250,12 @@ impl TrackedSocket {
     /// notice to the client, once, and goes on waiting.
     pub async fn recv(&mut self) -> Option<Result<Message, axum::Error>> {
         loop {
-            if self.drain.is_cancelled()
+            if self.drain.is_draining()
                 && let Some(notice) = self.notice.take()
             {
                 let _ = self.send(notice).await; // a lost client is seen by the read
             }
-            let drain = (self.notice.is_some()).then(|| self.drain.clone());
+            let drain = (self.notice.is_some()).then(|| self.drain.started());
             let next = std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx));
             match drain {
                 None => return next.await,
@@ -264,7 +263,7 @@ impl TrackedSocket {
                     biased;
                     message = next => return message,
                     // Cancel-safe: the socket's stream loses nothing when its poll is dropped.
-                    () = drain.cancelled() => {}
+                    () = drain => {}
                 },
             }
         }
@@ -295,6 +294,22 @@ impl TrackedSocket {
         self.watch
             .mark(&self.watch.sending_since, poll.is_pending());
         poll
+    }
+}
+
+/// A session's view of its tracker's drain, without the tracker's types.
+trait Drain: Send + Sync {
+    fn is_draining(&self) -> bool;
+    fn started(&self) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+impl<C: Counter + 'static, M: Send + Sync + 'static> Drain for EndHandle<C, M> {
+    fn is_draining(&self) -> bool {
+        EndHandle::is_draining(self)
+    }
+
+    fn started(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(self.drain_started())
     }
 }
 

@@ -15,7 +15,6 @@ use axum::response::{IntoResponse, Response};
 use livecount::Counter;
 use livecount_session::{EndHandle, EndReason, Session, SessionTracker, StartError};
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
 use crate::socket_end::Goodbye;
 use crate::tracked_socket::{SocketWatch, TrackedSocket};
@@ -28,8 +27,8 @@ pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Counts axum WebSocket sessions on a tracker, holds each to its [`SocketLimits`], and lets
 /// them finish when the server drains.
 ///
-/// **Draining.** The `shutdown` token given to [`new`](WebSocketSessions::new) is the drain
-/// signal: once it is cancelled (or the tracker [drains](SessionTracker::begin_drain)),
+/// **Draining.** The tracker's drain is the signal: once it
+/// [drains](SessionTracker::begin_drain),
 /// every new upgrade is refused with `503` and `Retry-After`, counted refused, while the
 /// sockets already open *go on*: each handler can see it
 /// ([`TrackedSocket::drain_started`], [`TrackedSocket::is_draining`]) and wrap up. At the
@@ -42,7 +41,7 @@ pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// socket is about to take, and moves the guard into axum's `on_upgrade` task. A client it
 /// cannot admit gets `503 Service Unavailable` with `Retry-After` and is never upgraded:
 /// the tracker is at its cap ([`SessionTracker::with_max_sessions`], exact under any burst)
-/// or the server drains (the token is cancelled, or the tracker drains); the refusal is
+/// or the tracker drains; the refusal is
 /// counted in the snapshot's `refused`, never as a session. Then, exactly once, whichever
 /// comes first:
 ///
@@ -72,7 +71,6 @@ pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// use livecount_session::SessionTracker;
 /// use livecount_tower::WebSocketSessions;
 /// use std::time::Duration;
-/// use tokio_util::sync::CancellationToken;
 ///
 /// async fn echo(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) -> Response {
 ///     sessions.upgrade(ws, |mut socket, _session| async move {
@@ -85,14 +83,12 @@ pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// }
 ///
 /// let tracker = SessionTracker::with_max_sessions(1000); // the 1001st is refused, 503
-/// let shutdown = CancellationToken::new(); // also given to the server's graceful shutdown
-/// let sessions = WebSocketSessions::new(tracker, shutdown).idle_timeout(Duration::from_secs(30));
+/// let sessions = WebSocketSessions::new(tracker).idle_timeout(Duration::from_secs(30));
 /// let app: Router = Router::new().route("/ws", get(echo)).with_state(sessions);
 /// # let _ = app;
 /// ```
 pub struct WebSocketSessions<C: Counter = livecount::PerThread, M = ()> {
     tracker: SessionTracker<C, M>,
-    shutdown: CancellationToken,
     close_timeout: Duration,
     limits: SocketLimits,
     notice: Option<Message>,
@@ -100,12 +96,11 @@ pub struct WebSocketSessions<C: Counter = livecount::PerThread, M = ()> {
 
 impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
     /// Counts sessions on `tracker` (admitting up to its cap, if it has one) under the
-    /// default [`SocketLimits`], refusing new ones once `shutdown` is cancelled (the drain
-    /// signal: open sockets go on until they end or the drain's deadline ends them).
-    pub fn new(tracker: SessionTracker<C, M>, shutdown: CancellationToken) -> Self {
+    /// default [`SocketLimits`], refusing new ones once the tracker drains (open sockets go
+    /// on until they end or the drain's deadline ends them).
+    pub fn new(tracker: SessionTracker<C, M>) -> Self {
         WebSocketSessions {
             tracker,
-            shutdown,
             close_timeout: DEFAULT_CLOSE_TIMEOUT,
             limits: SocketLimits::default(),
             notice: None,
@@ -119,7 +114,7 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
     /// ```
     /// use axum::extract::ws::Message;
     /// # use livecount_tower::WebSocketSessions;
-    /// let sessions: WebSocketSessions = WebSocketSessions::new(Default::default(), Default::default())
+    /// let sessions: WebSocketSessions = WebSocketSessions::new(Default::default())
     ///     .drain_notice(Message::text("draining"));
     /// # let _ = sessions;
     /// ```
@@ -186,18 +181,13 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
     /// ```
     /// # use livecount_tower::WebSocketSessions;
     /// # use std::time::Duration;
-    /// let sessions: WebSocketSessions = WebSocketSessions::new(Default::default(), Default::default())
+    /// let sessions: WebSocketSessions = WebSocketSessions::new(Default::default())
     ///     .close_timeout(Duration::from_millis(250));
     /// # let _ = sessions;
     /// ```
     pub fn close_timeout(mut self, timeout: Duration) -> Self {
         self.close_timeout = timeout;
         self
-    }
-
-    /// The drain signal (for a handler's other long work, an endless HTTP stream say).
-    pub fn shutdown(&self) -> &CancellationToken {
-        &self.shutdown
     }
 
     /// The tracker sessions are counted on.
@@ -214,12 +204,6 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
         Fut: Future + Send + 'static,
         Fut::Output: IntoEndReason,
     {
-        if self.shutdown.is_cancelled() && !self.tracker.is_draining() {
-            // The drain signal came before the tracker's drain: refuse before anything is
-            // counted or upgraded (the tracker counts its own refusals).
-            self.tracker.note_refused();
-            return self.refusal(format!("{}\n", StartError::Draining));
-        }
         let session = match self.tracker.try_start() {
             Ok(session) => SocketGuard(session),
             Err(StartError::AtCapacity { max }) => {
@@ -229,7 +213,6 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
         };
         let on_failure = session.0.handle();
         let task = SocketTask {
-            shutdown: self.shutdown.clone(),
             close_timeout: self.close_timeout,
             limits: self.limits,
             notice: self.notice.clone(),
@@ -259,7 +242,6 @@ impl<C: Counter, M> Clone for WebSocketSessions<C, M> {
     fn clone(&self) -> Self {
         WebSocketSessions {
             tracker: self.tracker.clone(),
-            shutdown: self.shutdown.clone(),
             close_timeout: self.close_timeout,
             limits: self.limits,
             notice: self.notice.clone(),
@@ -270,7 +252,7 @@ impl<C: Counter, M> Clone for WebSocketSessions<C, M> {
 impl<C: Counter, M> fmt::Debug for WebSocketSessions<C, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WebSocketSessions")
-            .field("shutting_down", &self.shutdown.is_cancelled())
+            .field("tracker", &self.tracker)
             .field("close_timeout", &self.close_timeout)
             .field("limits", &self.limits)
             .finish_non_exhaustive()
@@ -283,13 +265,12 @@ impl<C: Counter, M> fmt::Debug for WebSocketSessions<C, M> {
 /// use axum::{Router, extract::{State, WebSocketUpgrade}, response::Response, routing::get};
 /// use livecount_session::{EndReason, SessionTracker};
 /// use livecount_tower::tracked_upgrade;
-/// use tokio_util::sync::CancellationToken;
 ///
 /// async fn chat(
 ///     ws: WebSocketUpgrade,
-///     State((tracker, shutdown)): State<(SessionTracker, CancellationToken)>,
+///     State(tracker): State<SessionTracker>,
 /// ) -> Response {
-///     tracked_upgrade(ws, &tracker, shutdown, |mut socket, _session| async move {
+///     tracked_upgrade(ws, &tracker, |mut socket, _session| async move {
 ///         match socket.recv().await {
 ///             Some(Ok(_)) => EndReason::Completed,
 ///             _ => EndReason::Disconnected,
@@ -297,14 +278,13 @@ impl<C: Counter, M> fmt::Debug for WebSocketSessions<C, M> {
 ///     })
 /// }
 ///
-/// let state = (SessionTracker::new(), CancellationToken::new());
+/// let state = SessionTracker::new();
 /// let app: Router = Router::new().route("/chat", get(chat)).with_state(state);
 /// # let _ = app;
 /// ```
 pub fn tracked_upgrade<C, M, F, Fut>(
     ws: WebSocketUpgrade,
     tracker: &SessionTracker<C, M>,
-    shutdown: CancellationToken,
     handler: F,
 ) -> Response
 where
@@ -314,7 +294,7 @@ where
     Fut: Future + Send + 'static,
     Fut::Output: IntoEndReason,
 {
-    WebSocketSessions::new(tracker.clone(), shutdown).upgrade(ws, handler)
+    WebSocketSessions::new(tracker.clone()).upgrade(ws, handler)
 }
 
 /// How a session ended: its reason, and what to send the client after the end.
@@ -327,7 +307,6 @@ const SHUTDOWN_CLOSE: (u16, &str) = (1012, "service restart");
 
 /// What an upgraded socket's task needs besides the socket, the session and the handler.
 struct SocketTask {
-    shutdown: CancellationToken,
     close_timeout: Duration,
     limits: SocketLimits,
     notice: Option<Message>,
@@ -347,16 +326,8 @@ impl SocketTask {
         let (home, returned) = oneshot::channel();
         let watch = Arc::new(SocketWatch::new());
         let handle = session.0.handle();
-        let drain = self.shutdown.clone();
         let notice = self.notice.clone();
-        let socket = TrackedSocket::new(
-            socket,
-            home,
-            Arc::clone(&watch),
-            handle.clone(),
-            drain,
-            notice,
-        );
+        let socket = TrackedSocket::new(socket, home, Arc::clone(&watch), handle.clone(), notice);
         let deadline = after(self.limits.max_session.unwrap_or(Duration::MAX));
         let mut tick = tokio::time::interval(self.watch_period());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

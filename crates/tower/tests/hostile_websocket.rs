@@ -79,8 +79,8 @@ async fn serve(
 ) -> Service {
     let tracker = max.map_or_else(SessionTracker::new, SessionTracker::with_max_sessions);
     let shutdown = CancellationToken::new();
-    let sessions = WebSocketSessions::new(tracker.clone(), shutdown.clone())
-        .close_timeout(Duration::from_millis(500));
+    let sessions =
+        WebSocketSessions::new(tracker.clone()).close_timeout(Duration::from_millis(500));
     let sessions = limits(sessions);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -442,7 +442,7 @@ async fn stats(addr: SocketAddr) -> [u64; 5] {
 async fn burst_server() {
     let tracker = SessionTracker::with_max_sessions(CAP);
     let shutdown = CancellationToken::new();
-    let sessions = WebSocketSessions::new(tracker.clone(), shutdown.clone());
+    let sessions = WebSocketSessions::new(tracker.clone());
     let stats = {
         let tracker = tracker.clone();
         move || {

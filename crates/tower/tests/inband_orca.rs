@@ -21,7 +21,6 @@ use livecount_session::SessionTracker;
 use livecount_tower::{InbandOrcaLayer, WebSocketSessions};
 use prost::Message as _;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tonic::transport::{Endpoint, Server, server::TcpIncoming};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -140,7 +139,7 @@ async fn ws(State(sessions): State<WebSocketSessions>, upgrade: WebSocketUpgrade
 async fn a_websocket_upgrade_carries_the_report() {
     let board = board();
     let tracker: SessionTracker = SessionTracker::default();
-    let sessions = WebSocketSessions::new(tracker, CancellationToken::new());
+    let sessions = WebSocketSessions::new(tracker);
     let app = Router::new()
         .route("/ws", get(ws))
         .with_state(sessions)

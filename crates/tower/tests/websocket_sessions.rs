@@ -93,9 +93,8 @@ async fn flood(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>) 
     })
 }
 
-fn app(tracker: &SessionTracker, shutdown: &CancellationToken) -> Router {
-    let sessions = WebSocketSessions::new(tracker.clone(), shutdown.clone())
-        .close_timeout(Duration::from_secs(2));
+fn app(tracker: &SessionTracker) -> Router {
+    let sessions = WebSocketSessions::new(tracker.clone()).close_timeout(Duration::from_secs(2));
     Router::new()
         .route("/echo", get(echo))
         .route("/refuse", get(refuse))
@@ -117,7 +116,7 @@ async fn serve() -> Server {
     let shutdown = CancellationToken::new();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = app(&tracker, &shutdown);
+    let router = app(&tracker);
     let graceful = shutdown.clone().cancelled_owned();
     let task = tokio::spawn(async move {
         axum::serve(listener, router)
@@ -217,7 +216,7 @@ async fn wrap_up(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>
     })
 }
 
-/// A drain: the sessions' token cancelled (the signal), then [`drain`] to its deadline.
+/// A drain: the tracker's drain begun (the signal), then [`drain`] to its deadline.
 /// Open sockets go on (an echo still echoes), a handler that watches the signal wraps up,
 /// a new upgrade is refused `503` with `Retry-After` and counted refused, a socket the
 /// client closes in time ends `Completed`, and the one still open at the deadline gets a
@@ -225,16 +224,15 @@ async fn wrap_up(ws: WebSocketUpgrade, State(sessions): State<WebSocketSessions>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_lets_open_sockets_finish_and_closes_the_rest_with_service_restart() {
     let tracker = SessionTracker::new();
-    let signal = CancellationToken::new();
     let config = livecount_capacity::CapacityConfig::builder()
         .build()
         .unwrap();
     let board = std::sync::Arc::new(livecount_report::LoadBoard::new("t", config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = app(&tracker, &signal).route(
+    let router = app(&tracker).route(
         "/wrap_up",
-        get(wrap_up).with_state(WebSocketSessions::new(tracker.clone(), signal.clone())),
+        get(wrap_up).with_state(WebSocketSessions::new(tracker.clone())),
     );
     // The server keeps serving through the drain (refusals, the deadline's closes).
     let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
@@ -243,7 +241,7 @@ async fn a_drain_lets_open_sockets_finish_and_closes_the_rest_with_service_resta
     let mut polite = connect(addr, "/wrap_up").await;
     assert_eq!(tracker.active(), 3);
 
-    signal.cancel();
+    tracker.begin_drain(); // the signal
     match next(&mut polite).await {
         Some(Ok(tungstenite::Message::Text(text))) => assert_eq!(text.as_str(), "goodbye"),
         other => panic!("expected the handler's goodbye, got {other:?}"),
@@ -310,7 +308,7 @@ fn upgrade_request(path: &str) -> Request<axum::body::Body> {
 #[tokio::test]
 async fn a_refused_upgrade_counts_nothing() {
     let tracker = SessionTracker::new();
-    let router = app(&tracker, &CancellationToken::new());
+    let router = app(&tracker);
     let plain = Request::get("/echo")
         .body(axum::body::Body::empty())
         .unwrap();
@@ -325,7 +323,7 @@ async fn a_refused_upgrade_counts_nothing() {
 #[tokio::test]
 async fn a_failed_upgrade_ends_the_session_it_started_failed() {
     let tracker = SessionTracker::new();
-    let router = app(&tracker, &CancellationToken::new());
+    let router = app(&tracker);
     let mut request = upgrade_request("/echo");
     // An upgrade hyper will never complete: its future fails at once.
     let on_upgrade = hyper::upgrade::on(&mut request);
@@ -340,13 +338,13 @@ async fn a_failed_upgrade_ends_the_session_it_started_failed() {
 async fn tracked_upgrade_is_the_same_in_one_call() {
     let tracker: SessionTracker = SessionTracker::new();
     let shutdown = CancellationToken::new();
-    let state = (tracker.clone(), shutdown.clone());
+    let state = tracker.clone();
     let router = Router::new()
         .route(
             "/once",
             get(
-                |ws: WebSocketUpgrade, State((tracker, shutdown)): State<(SessionTracker, CancellationToken)>| async move {
-                    tracked_upgrade(ws, &tracker, shutdown, |mut socket, _| async move {
+                |ws: WebSocketUpgrade, State(tracker): State<SessionTracker>| async move {
+                    tracked_upgrade(ws, &tracker, |mut socket, _| async move {
                         let _ = socket.recv().await;
                     })
                 },
@@ -390,11 +388,10 @@ async fn a_handler_that_panics_fails_the_session() {
 }
 
 #[tokio::test]
-async fn no_upgrade_is_counted_once_shutdown_began() {
+async fn no_upgrade_is_counted_once_the_drain_began() {
     let tracker = SessionTracker::new();
-    let shutdown = CancellationToken::new();
-    let router = app(&tracker, &shutdown);
-    shutdown.cancel();
+    let router = app(&tracker);
+    tracker.begin_drain();
     let mut request = upgrade_request("/echo");
     let on_upgrade = hyper::upgrade::on(&mut request);
     request.extensions_mut().insert(on_upgrade);

@@ -202,7 +202,10 @@ fn the_cache_changes_exactly_when_a_report_is_published() {
     assert!(Arc::ptr_eq(second.report(), &published));
     assert!(Arc::ptr_eq(&second, &inband.current()));
     // Draining publishes a new report: a new encoding, at the floor weight.
-    let drained = board.set_draining(tracker.snapshot());
+    let drained = {
+        tracker.begin_drain();
+        board.publish(tracker.snapshot())
+    };
     let third = inband.current();
     assert!(Arc::ptr_eq(third.report(), &drained));
     let orca = parse_bin(third.value(InbandFormat::Bin).to_str().unwrap()).unwrap();

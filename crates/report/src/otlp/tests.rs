@@ -203,7 +203,10 @@ async fn an_export_is_the_latest_report_whole() {
 
     // Later exports carry the new totals (cumulative), and the drain.
     open.pop().unwrap().end_at(EndReason::Failed, secs(0.3));
-    let report = board.set_draining(tracker.snapshot());
+    let report = {
+        tracker.begin_drain();
+        board.publish(tracker.snapshot())
+    };
     otlp.flush().await.unwrap();
     assert_is(kept.lock().unwrap().last().unwrap(), &report);
     assert_eq!(otlp.stats().succeeded, 2);
