@@ -47,7 +47,7 @@
 //!
 //! # Feature flags
 //!
-//! * `otlp`: [`Backend::otlp`], the load report exported as OpenTelemetry metrics.
+//! * `otlp`: `Backend::otlp`, the load report exported as OpenTelemetry metrics.
 //!
 //! # What it holds a client to
 //!
@@ -85,6 +85,8 @@ mod backend;
 mod serve;
 
 pub use backend::{Backend, BackendBuilder};
+pub use livecount_report::PrequalEstimator;
+pub use livecount_report::inband::InbandFormat;
 pub use livecount_session::{EndHandle, EndReason};
 pub use livecount_tower::{Drained, TrackedSocket};
 pub use serve::Serve;

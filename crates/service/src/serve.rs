@@ -30,9 +30,12 @@ use crate::Backend;
 ///
 /// Until the shutdown signal resolves (or a server fails), it serves:
 ///
-/// * each [`http`](Serve::http) listener with `livecount_tower::serve`: a request-head
-///   timeout, pending connections bounded below the descriptor limit, Nagle off on every
-///   connection;
+/// * each [`http`](Serve::http) listener (one or more: an application port, a separate
+///   scrape port) with `livecount_tower::serve`: a request-head timeout
+///   ([`header_read_timeout`](crate::BackendBuilder::header_read_timeout)), pending
+///   connections bounded below the descriptor limit
+///   ([`max_pending_connections`](crate::BackendBuilder::max_pending_connections)), Nagle
+///   off on every connection;
 /// * the [`grpc`](Serve::grpc) listener with tonic: the services given, plus ORCA
 ///   out-of-band and gRPC health; every request but those two counted as a session by the
 ///   backend's [`layer`](Backend::layer) (admission, limits, first-frame timeout); in-band
@@ -50,17 +53,20 @@ use crate::Backend;
 ///    sessions are refused (WebSocket `503` + `Retry-After`, gRPC `UNAVAILABLE`) and every
 ///    signal says draining at once (agent-check `drain`, ORCA streams end, `/ready` 503,
 ///    gRPC health `NOT_SERVING`, `/load`, `/metrics`) — while the servers keep serving;
-/// 2. the open sessions run until they end or the drain deadline passes;
+/// 2. the open sessions run until they end or the drain deadline passes (or the
+///    [`hurry`](Serve::hurry) signal resolves first, a second SIGTERM say);
 /// 3. the rest end `Shutdown` (WebSocket 1012 "service restart", gRPC `UNAVAILABLE`) and
 ///    their close frames get [`DEFAULT_CLOSE_TIMEOUT`];
 /// 4. only now the servers stop accepting and finish, within [`Serve::STOP_BOUND`]; a
 ///    server still busy then is aborted.
 ///
-/// It returns what the drain did, or the first server's error.
+/// It returns what the drain did, or the first server's error; the last report, with the
+/// drain's ends in it, is then [`backend.board().latest()`](livecount_report::LoadBoard::latest).
 #[must_use = "a Serve does nothing until it is awaited"]
 pub struct Serve<F> {
     backend: Backend,
     shutdown: F,
+    hurry: Pin<Box<dyn Future<Output = ()> + Send>>,
     http: Vec<(TcpListener, Router)>,
     grpc: Option<TcpListener>,
     services: Routes,
@@ -82,6 +88,7 @@ impl<F> Serve<F> {
         Serve {
             backend,
             shutdown,
+            hurry: Box::pin(pending()),
             http: Vec::new(),
             grpc: None,
             services: Routes::default(),
@@ -124,6 +131,15 @@ impl<F> Serve<F> {
         self
     }
 
+    /// Ends the drain's wait early when `hurry` resolves (it is polled only once the drain
+    /// has begun): the sessions still open end `Shutdown` at once, and the servers stop.
+    /// For a second SIGTERM, an operator who will not wait out the deadline. Default:
+    /// never, the drain waits out its deadline.
+    pub fn hurry(mut self, hurry: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.hurry = Box::pin(hurry);
+        self
+    }
+
     /// Answers HAProxy's agent-check on `listener`.
     pub fn agent_check(mut self, listener: TcpListener) -> Self {
         self.agent_check = Some(listener);
@@ -136,6 +152,7 @@ impl<F: Future<Output = ()> + Send + 'static> Serve<F> {
         let Serve {
             backend,
             shutdown,
+            hurry,
             http,
             grpc,
             services,
@@ -143,8 +160,14 @@ impl<F: Future<Output = ()> + Send + 'static> Serve<F> {
         } = self;
         let stop = CancellationToken::new();
         let mut servers = JoinSet::new();
+        let settings = backend.http_settings();
         for (listener, app) in http {
-            let server = livecount_tower::serve(listener, app)
+            let mut server = livecount_tower::serve(listener, app)
+                .header_read_timeout(settings.header_read_timeout);
+            if let Some(max) = settings.max_pending {
+                server = server.max_pending(max);
+            }
+            let server = server
                 .with_graceful_shutdown(stop.clone().cancelled_owned())
                 .shutdown_timeout(Self::STOP_BOUND);
             servers.spawn(async move {
@@ -170,7 +193,7 @@ impl<F: Future<Output = ()> + Send + 'static> Serve<F> {
             () = shutdown => None,
             Some(early) = servers.join_next() => Some(flatten(early)),
         };
-        let drained = backend.drain(pending()).await;
+        let drained = backend.drain(hurry).await;
         stop.cancel(); // only now: the servers stop accepting
         if drained.cut > 0 {
             // The cut sessions' close frames go out from their own tasks, each bounded by
