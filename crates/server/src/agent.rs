@@ -1,76 +1,64 @@
-//! [`Agent`]: the state every transport shares — settings, the session tracker (capped at
-//! `--max-sessions`), the load board and the shutdown signal — and how each transport's
-//! library type is configured from the agent's flags.
+//! [`Agent`]: the agent as an application on one `livecount_service::Backend` — the handle
+//! built from its flags, which owns the sessions, the signals and the drain — and what is
+//! the agent's own beside it: its settings, its protocol's pacing and the Prequal clock.
 //!
-//! The transports live beside it: [`http_router`](crate::http_router) (HTTP, WebSocket
-//! sessions through `livecount_tower::WebSocketSessions`, `/load`, `/metrics`),
-//! [`grpc_agent`](crate::grpc_agent) (gRPC sessions under `livecount_tower::SessionLayer`,
-//! and ORCA), and [`RunningAgent`](crate::RunningAgent) starts and stops them. Admission,
-//! the limits every session runs under and the endings they cause are the libraries'; what
-//! is the agent's own is its protocol ([`conversation`](crate::conversation)).
+//! The transports live beside it: [`http_router`](crate::http_router) (the protocol over
+//! the Backend's WebSocket sessions) and [`grpc_agent`](crate::grpc_agent) (the protocol as
+//! a tonic service the Backend's gRPC server counts); [`RunningAgent`](crate::RunningAgent)
+//! hands them to `Backend::serve`. Admission, limits, endings, the signals and the drain's
+//! order are the library's, the same path a service of your own imports.
 
-use std::future::Future;
 use std::sync::Arc;
 
-use livecount_report::inband::InbandOrca;
 use livecount_report::{LoadBoard, LoadReport, PrequalEstimator};
+use livecount_service::Backend;
 use livecount_session::SessionTracker;
-use livecount_tower::{Drained, InbandOrcaLayer, WebSocketSessions};
-use tokio_util::sync::CancellationToken;
 
 use crate::AgentConfig;
 use crate::conversation::Pace;
 use crate::first_chunk_clock::FirstChunkClock;
+use crate::grpc_agent::{CONVERSE_PATH, DROP_GRACE};
 
 /// Shared state of a running agent.
 #[derive(Debug)]
 pub struct Agent {
     /// Settings.
     pub config: AgentConfig,
-    /// The session tracker every connection registers with, capped at `max_sessions`: its
-    /// exact cap is the agent's admission, for WebSocket and gRPC alike.
-    pub tracker: SessionTracker,
-    /// The published load reports; its draining flag says `drain` to the balancers.
-    /// Each carries a Prequal probe from [`prequal`](Agent::prequal).
-    pub board: Arc<LoadBoard>,
+    /// The handle every transport mounts: the session tracker (capped at
+    /// `--max-sessions`, the admission of WebSocket and gRPC alike), the load board read
+    /// from it, the limits and the drain.
+    pub backend: Backend,
     /// Every session's time to first chunk at the RIF of its `speak`
-    /// ([`FirstChunkClock`]), for `/prequal`.
+    /// ([`FirstChunkClock`]), in every report's Prequal probe.
     pub prequal: Arc<PrequalEstimator>,
-    /// Cancelled when the drain begins (SIGTERM): WebSocket upgrades are refused from then
-    /// on, and the open sockets' handlers see it. The tracker's own drain refuses gRPC calls
-    /// too (see [`RunningAgent::shutdown`](crate::RunningAgent::shutdown)).
-    pub shutdown: CancellationToken,
-    /// Cancelled when the drain is over: the servers stop accepting and finish.
-    pub(crate) stop: CancellationToken,
-    /// The board's reports as in-band ORCA, encoded once per report for HTTP and gRPC.
-    inband: Arc<InbandOrca>,
 }
 
 impl Agent {
-    /// The agent's state for `config`: a tracker capped at `max_sessions`, a load board
-    /// capped the same with a Prequal estimator.
+    /// The agent's state for `config`: a [`Backend`] under its flags, with a Prequal
+    /// estimator on its board.
     pub(crate) fn new(config: AgentConfig) -> Self {
         let prequal = Arc::new(PrequalEstimator::new());
-        let board = LoadBoard::builder(&config.name, config.capacity)
-            .max_sessions(config.max_sessions)
-            .cores(config.cores)
-            .prequal(Arc::clone(&prequal))
-            .build();
-        let board = Arc::new(board);
         Agent {
-            tracker: SessionTracker::with_max_sessions(config.max_sessions),
-            inband: Arc::new(InbandOrca::new(Arc::clone(&board))),
-            board,
+            backend: backend(&config, Arc::clone(&prequal)),
             prequal,
-            shutdown: CancellationToken::new(),
-            stop: CancellationToken::new(),
             config,
         }
     }
 
+    /// The session tracker (the Backend's).
+    pub fn tracker(&self) -> &SessionTracker {
+        self.backend.tracker()
+    }
+
+    /// The load board (the Backend's): its reports say `drain` to the balancers once the
+    /// drain began.
+    pub fn board(&self) -> &Arc<LoadBoard> {
+        self.backend.board()
+    }
+
     /// The clock one session's time to first chunk is recorded with.
     pub(crate) fn first_chunk_clock(&self) -> FirstChunkClock {
-        FirstChunkClock::new(Arc::clone(&self.prequal), self.tracker.clone())
+        FirstChunkClock::new(Arc::clone(&self.prequal), self.tracker().clone())
     }
 
     /// What a response costs and how it is paced.
@@ -81,36 +69,45 @@ impl Agent {
         }
     }
 
-    /// WebSocket sessions on the agent's tracker, under its flags: `--max-session-secs`,
-    /// `--idle-timeout-secs`, `--write-timeout-secs`, `--max-frame-bytes`; shut down with
-    /// the agent.
-    pub(crate) fn websocket_sessions(&self) -> WebSocketSessions {
-        WebSocketSessions::new(self.tracker.clone(), self.shutdown.clone())
-            .max_session(self.config.max_session)
-            .idle_timeout(self.config.idle_timeout)
-            .write_timeout(self.config.write_timeout)
-            .max_message_bytes(self.config.max_frame_bytes)
-    }
-
-    /// In-band ORCA on every response, in the forms `--inband-orca` chose (a form that is
-    /// off attaches nothing).
-    pub(crate) fn inband_orca(&self) -> InbandOrcaLayer {
-        InbandOrcaLayer::from_source(Arc::clone(&self.inband))
-            .http_format(self.config.inband_http)
-            .grpc_format(self.config.inband_grpc)
-    }
-
     /// Publishes a report now (the publisher does this every interval).
     pub fn publish(&self) -> Arc<LoadReport> {
-        self.board.publish(self.tracker.snapshot())
+        self.backend.publish()
     }
+}
 
-    /// The drain, from the signal to its deadline (`--drain-secs`), or until `hurry`
-    /// resolves: new sessions refused with their retry hint, every signal says draining,
-    /// the open sessions finish, the rest end `Shutdown` (WebSocket 1012, gRPC
-    /// `UNAVAILABLE`); see [`livecount_tower::drain`].
-    pub(crate) async fn drain(&self, hurry: impl Future<Output = ()>) -> Drained {
-        self.shutdown.cancel();
-        livecount_tower::drain(&self.tracker, &self.board, self.config.drain, hurry).await
-    }
+/// The Backend `config` describes; every flag that bounds a session, a connection or a
+/// signal is one of its settings:
+///
+/// | flag | setting |
+/// |---|---|
+/// | `--name`, `--max-sessions`, `--target`, `--safety-scaler`, `--report-secs`, `--cores` | `builder(name)`, `max_sessions`, `capacity`, `cores` |
+/// | `--max-session-secs`, `--write-timeout-secs` | `max_session`, `write_timeout` (WebSocket and gRPC) |
+/// | `--idle-timeout-secs` | `idle_timeout` (gRPC) and `websocket_idle_timeout` |
+/// | `--max-frame-bytes` | `max_message_bytes` (WebSocket; gRPC's is the service's own) |
+/// | `--header-read-timeout-secs`, `--max-pending-connections` | `header_read_timeout`, `max_pending_connections` |
+/// | `--inband-orca` | `inband_orca` |
+/// | `--drain-secs` | `drain_deadline` |
+///
+/// Only `Converse` calls are sessions. The agent keeps no first-frame timeout (its idle
+/// timeout ends a silent session), and leaves a dropped response to the conversation for
+/// [`DROP_GRACE`] so that a dead connection counts `Disconnected`, not `Cancelled`.
+fn backend(config: &AgentConfig, prequal: Arc<PrequalEstimator>) -> Backend {
+    Backend::builder(&config.name)
+        .max_sessions(config.max_sessions)
+        .capacity(config.capacity)
+        .cores(config.cores)
+        .prequal(prequal)
+        .drain_deadline(config.drain)
+        .count_grpc(|path| path == CONVERSE_PATH)
+        .first_frame_timeout(None)
+        .max_session(config.max_session)
+        .write_timeout(config.write_timeout)
+        .idle_timeout(config.idle_timeout)
+        .websocket_idle_timeout(config.idle_timeout)
+        .max_message_bytes(config.max_frame_bytes)
+        .leave_drops_to_service(DROP_GRACE)
+        .header_read_timeout(config.header_read_timeout)
+        .max_pending_connections(config.max_pending_connections)
+        .inband_orca(config.inband_http, config.inband_grpc)
+        .build()
 }

@@ -4,7 +4,7 @@
 //!
 //! The limits every session runs under (its maximum length, the idle timeout, a client that
 //! stops reading, shutdown, the cap on sessions) are not here: they are the edge libraries'
-//! (`livecount_tower::WebSocketSessions` for WebSocket, `SessionLayer` for gRPC), which end
+//! (the `livecount_service::Backend`'s WebSocket sessions and its gRPC layer), which end
 //! the session through its handle. The conversation watches for that end and stops at once.
 //!
 //! The conversation never ends the session itself either. It returns how it stopped

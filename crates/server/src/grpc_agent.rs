@@ -1,6 +1,9 @@
 //! Sessions over gRPC: `livecount.agent.v1.Agent/Converse`, one bidirectional stream per
-//! session, counted, admitted and bounded by `livecount_tower::SessionLayer` (the same
-//! library a service of your own mounts), on the tracker the WebSocket sessions share.
+//! session, counted, admitted and bounded by the `livecount_service::Backend`'s layer on
+//! its gRPC server (the handle a service of your own mounts), on the tracker the WebSocket
+//! sessions share. The server is the Backend's too: ORCA and gRPC health beside
+//! `Converse`, in-band ORCA in the trailers, HTTP 415 for requests that are not gRPC, at
+//! most 100 streams per HTTP/2 connection, keepalive pings, Nagle off.
 //!
 //! # Endings
 //!
@@ -94,9 +97,7 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt, stream};
 use livecount_session::{EndHandle, EndReason};
-use livecount_tower::{GrpcOnlyLayer, SessionLayer};
 use tokio::sync::{mpsc, watch};
-use tonic::codegen::http;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::Agent;
@@ -115,7 +116,7 @@ const CLOSE_BOUND: Duration = Duration::from_secs(1);
 /// reads its request first: a failed request body is the layer's `Disconnected` or
 /// `Cancelled`; else the client reset the call, `Cancelled`) before the layer counts it
 /// `Cancelled` itself.
-const DROP_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const DROP_GRACE: Duration = Duration::from_secs(1);
 
 /// The `Agent` gRPC service (`Converse`), serving sessions of one [`Agent`].
 #[derive(Debug, Clone)]
@@ -125,8 +126,7 @@ pub struct AgentService {
 
 impl AgentService {
     /// The service for `agent`, wrapped for a tonic server: its message size limited to
-    /// the agent's `max_frame_bytes`. Mount it under `livecount_tower::GrpcOnlyLayer` (as
-    /// the agent does) to refuse requests that are not gRPC with HTTP 415.
+    /// the agent's `max_frame_bytes`; the agent hands it to `Serve::grpc_service`.
     pub fn server(agent: Arc<Agent>) -> pb::agent_server::AgentServer<Self> {
         let limit = agent.config.max_frame_bytes;
         pb::agent_server::AgentServer::new(Self { agent }).max_decoding_message_size(limit)
@@ -350,49 +350,6 @@ fn server_frame(frame: ServerFrame) -> pb::ServerFrame {
         ServerFrame::Error { message } => Frame::Error(pb::Error { message }),
     };
     pb::ServerFrame { frame: Some(frame) }
-}
-
-// === serving ===
-
-/// Serves `Agent/Converse` and ORCA's `OpenRcaService` on `listener` until shutdown, then
-/// stops gracefully: the streams end themselves on the same signal. Requests that are not
-/// gRPC get HTTP 415 (`GrpcOnlyLayer`, outermost: they are no session).
-///
-/// Each `Converse` call is a session counted, admitted (at the tracker's cap:
-/// `RESOURCE_EXHAUSTED`) and bounded by `livecount_tower::SessionLayer`, under the agent's
-/// `--max-session-secs` (`DEADLINE_EXCEEDED` "max session length") or the client's
-/// `grpc-timeout` if earlier, `--idle-timeout-secs`
-/// (no frame either way: `DEADLINE_EXCEEDED` "idle timeout") and `--write-timeout-secs` (a
-/// client that stopped reading: `Disconnected`), its request body watched for a reset
-/// (`Cancelled`) or a dead connection (`Disconnected`); ORCA's own stream is not a session.
-pub(crate) async fn serve_grpc(listener: tokio::net::TcpListener, agent: Arc<Agent>) {
-    let until_stop = agent.stop.clone().cancelled_owned();
-    let orca = livecount_report::OrcaService::server(Arc::clone(&agent.board));
-    let health = livecount_report::health_service(&agent.board);
-    let converse =
-        |request: &http::Request<tonic::body::Body>| request.uri().path() == CONVERSE_PATH;
-    let sessions = SessionLayer::new(agent.tracker.clone())
-        .with_predicate(converse)
-        .max_session(agent.config.max_session)
-        .write_timeout(agent.config.write_timeout)
-        .idle_timeout(agent.config.idle_timeout)
-        .leave_drops_to_service(DROP_GRACE);
-    let inband = agent.inband_orca();
-    let _ = tonic::transport::Server::builder()
-        .layer(GrpcOnlyLayer::new())
-        .layer(inband) // the report in every call's trailers (`--inband-orca`)
-        .layer(sessions)
-        .add_service(AgentService::server(agent))
-        .add_service(orca)
-        .add_service(health)
-        .serve_with_incoming_shutdown(
-            // Nagle off, as `Server::builder().tcp_nodelay` would do for `serve`: a
-            // session's small frames (HTTP/2 headers, then a chunk) must not wait for the
-            // peer's delayed ACK (~40 ms on Linux) behind each other.
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            until_stop,
-        )
-        .await;
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
-//! HTTP: WebSocket sessions at `/session`, mounted through `livecount_tower::WebSocketSessions`
-//! (admission at the tracker's cap, the session's limits, shutdown), and the load board's
-//! `/load`, `/metrics` and `/prequal` (from `livecount-report`).
+//! HTTP: WebSocket sessions at `/session`, the Backend's (admission at the tracker's cap,
+//! the session's limits, the drain), and its `/load`, `/metrics`, `/ready` and `/prequal`.
 //!
 //! What is the agent's own here is only its protocol over the socket: JSON text frames in,
 //! [`converse`] in between, JSON text frames out, and the ending the protocol decides
@@ -15,35 +14,33 @@ use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
-use livecount_session::{EndHandle, EndReason};
-use livecount_tower::{SocketEnd, TrackedSocket, WebSocketSessions};
+use livecount_service::{Backend, EndHandle, EndReason, TrackedSocket};
+use livecount_tower::SocketEnd;
 use tokio::sync::mpsc;
 
 use crate::Agent;
 use crate::conversation::{Ending, Incoming, Outgoing, converse};
 use crate::protocol::ClientFrame;
 
-/// `/session`, `/load`, `/metrics`, `/prequal` and `/healthz`, every response (a
+/// `/session`, `/load`, `/metrics`, `/ready`, `/prequal` and `/healthz`, every response (a
 /// WebSocket upgrade's too) with the in-band ORCA header `--inband-orca` chose.
-pub(crate) fn router(agent: Arc<Agent>) -> Router {
-    let sessions = agent.websocket_sessions();
+pub(crate) fn router(agent: &Arc<Agent>) -> Router<Backend> {
     Router::new()
         .route("/session", get(session_route))
-        .with_state((Arc::clone(&agent), sessions))
-        .merge(scrape_router(&agent))
-        .layer(agent.inband_orca())
+        .with_state(Arc::clone(agent))
+        .merge(scrape_router(&agent.backend))
+        .layer(agent.backend.inband_orca())
 }
 
-/// `/load`, `/metrics`, `/prequal` and `/healthz` alone, for a separate scrape address.
-pub(crate) fn scrape_router(agent: &Agent) -> Router {
-    livecount_report::router(Arc::clone(&agent.board)).route("/healthz", get(|| async { "ok\n" }))
+/// `/load`, `/metrics`, `/ready`, `/prequal` and `/healthz` alone, for a separate scrape
+/// address.
+pub(crate) fn scrape_router(backend: &Backend) -> Router<Backend> {
+    backend.routes().route("/healthz", get(|| async { "ok\n" }))
 }
 
-async fn session_route(
-    State((agent, sessions)): State<(Arc<Agent>, WebSocketSessions)>,
-    ws: WebSocketUpgrade,
-) -> Response {
-    sessions.upgrade(ws, move |socket, handle| {
+async fn session_route(State(agent): State<Arc<Agent>>, ws: WebSocketUpgrade) -> Response {
+    let backend = agent.backend.clone();
+    backend.websocket(ws, move |socket, handle| {
         websocket_session(agent, socket, handle)
     })
 }

@@ -39,14 +39,16 @@
 //!   The protobuf code is generated once and committed ([`generated`] here, and
 //!   `livecount_report::generated` for ORCA): building needs no `protoc`.
 //!
-//! The agent is a thin binary on the edge libraries a service of your own mounts (see
-//! `livecount-tower`'s `full_service` example): its HTTP is `livecount_tower::serve`, its
-//! WebSocket sessions `livecount_tower::WebSocketSessions`, its gRPC sessions run under
-//! `livecount_tower::SessionLayer`, its admission is the tracker's exact cap
-//! (`SessionTracker::with_max_sessions`), and the load report and its encoders are
-//! `livecount-report`. What is its own: the session protocol ([`conversation`],
-//! [`protocol`]), the CPU it burns, the `drive` client and the CLI. So every end-to-end
-//! test behind a real balancer and every hostile-client test runs the library path.
+//! The agent is a thin application on the handle a service of your own takes (see
+//! `livecount-service`'s `full_service` and `own_services` examples): one
+//! `livecount_service::Backend`, built from the flags, owns the tracker (its exact cap is
+//! the admission), the load board, the limits and the drain, and `Backend::serve` runs
+//! every listener (HTTP and the scrape port, gRPC, agent-check), the publisher and the drain
+//! in its one order. What is the agent's own: the session protocol ([`conversation`],
+//! [`protocol`]) over the Backend's WebSocket sessions and as a tonic service, the Prequal
+//! clock ([`first_chunk_clock`]), the CPU it burns, the OTLP export's flags, the `drive`
+//! client and the CLI. So every end-to-end test behind a real balancer and every
+//! hostile-client test runs the path a service imports.
 //!
 //! # Example
 //!

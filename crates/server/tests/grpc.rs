@@ -126,7 +126,7 @@ async fn orca_reports_carry_the_numbers_of_load() {
         sessions[0].recv().await,
         Ok(Some(Server::Chunk(_)))
     ));
-    let reached = a.agent.tracker.snapshot();
+    let reached = a.agent.tracker().snapshot();
     assert_eq!((reached.active, reached.generating), (3, 1), "{reached:?}");
     // Every 0.3 s against the agent's 0.2 s: were both every 0.2 s, their phases could
     // lock with each publish landing between a report and the `/load` read after it,
@@ -199,11 +199,11 @@ async fn converse_speaks_interrupts_and_ends_completed_or_disconnected() {
     );
     s.send(speak(10_000)).await;
     assert!(matches!(s.recv().await, Ok(Some(Server::Chunk(_)))));
-    assert_eq!(a.agent.tracker.snapshot().generating, 1);
+    assert_eq!(a.agent.tracker().snapshot().generating, 1);
     s.send(frame(Client::Interrupt(pb::Interrupt {}))).await;
     while !matches!(s.recv().await.unwrap(), Some(Server::Interrupted(_))) {}
     assert_eq!(
-        a.agent.tracker.snapshot().generating,
+        a.agent.tracker().snapshot().generating,
         0,
         "barge-in keeps the session, listening"
     );

@@ -184,7 +184,7 @@ async fn a_request_that_is_not_grpc_gets_415_and_is_no_session() {
         assert_eq!(got.grpc_status, code(Code::InvalidArgument), "{got:?}");
         assert!(got.grpc_message.contains("content-type"), "{got:?}");
     }
-    let s = a.agent.tracker.snapshot();
+    let s = a.agent.tracker().snapshot();
     assert_eq!((s.started, s.ended, s.active), (0, 0, 0), "{s:?}");
     // The same connection still serves real gRPC.
     let (response, mut body) = h2.call_as(CONVERSE, "application/grpc+proto").await;
@@ -245,7 +245,7 @@ async fn a_reset_while_listening_counts_cancelled_and_a_cut_connection_disconnec
         calls.push((response.unwrap(), body));
     }
     tokio::time::timeout(PATIENCE, async {
-        while a.agent.tracker.active() < 3 {
+        while a.agent.tracker().active() < 3 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -373,7 +373,7 @@ async fn a_stalled_reader_frees_its_slot() {
         .unwrap();
     // Never read: the count must still return to 0 within idle timeout + slack ...
     let freed = tokio::time::timeout(PATIENCE, async {
-        while a.agent.tracker.active() > 0 {
+        while a.agent.tracker().active() > 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     });

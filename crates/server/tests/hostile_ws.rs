@@ -51,14 +51,14 @@ async fn stop_reading(a: &RunningAgent) -> tokio::task::JoinHandle<bool> {
 /// Waits (≤ 5 s) until `n` sessions have started: an upgrade answered is not yet one.
 async fn started(a: &RunningAgent, n: u64) {
     for _ in 0..500 {
-        if a.agent.tracker.snapshot().started >= n {
+        if a.agent.tracker().snapshot().started >= n {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!(
         "{n} sessions never started: {:?}",
-        a.agent.tracker.snapshot()
+        a.agent.tracker().snapshot()
     );
 }
 

@@ -300,7 +300,7 @@ async fn the_collector_receives_the_trackers_truth() {
     let agent = std::sync::Arc::clone(&running.agent);
 
     // 1. Known durations and reasons; three open, one generating; one refusal.
-    let tracker = &agent.tracker;
+    let tracker = &agent.tracker();
     let t0 = Instant::now();
     let ends: [(EndReason, f64); 10] = [
         (EndReason::Completed, 0.05),
@@ -344,7 +344,7 @@ async fn the_collector_receives_the_trackers_truth() {
     // The publisher's first tick may land after this publish: a report of the same
     // snapshot counts, with its own utilisation sample (so its own headroom).
     let latest = || {
-        let latest = agent.board.latest();
+        let latest = agent.board().latest();
         assert_eq!(truth(&latest).durations, want.durations);
         assert_eq!(
             (latest.started, latest.ended),
@@ -355,7 +355,7 @@ async fn the_collector_receives_the_trackers_truth() {
     wait_for(&receiver, latest, "running").await;
 
     // 2. The drain: the open sessions end Shutdown; the last export is the last report.
-    let (last, _) = running.drain(std::future::ready(())).await;
+    let (last, _) = running.drain(std::future::ready(())).await.unwrap();
     assert!(last.draining && last.active == 0);
     assert_eq!(last.ended_by_reason["shutdown"], 3);
     let received = receiver.requests().len();

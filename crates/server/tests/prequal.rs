@@ -124,12 +124,12 @@ async fn prequal_says_the_sessions_open_and_their_time_to_first_chunk() {
     let call = timeout(WAIT, client.clone().converse(requests)).await;
     let mut grpc = call.expect("the call opened in time").unwrap().into_inner();
     for _ in 0..100 {
-        if a.agent.tracker.active() == 5 {
+        if a.agent.tracker().active() == 5 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(a.agent.tracker.active(), 5);
+    assert_eq!(a.agent.tracker().active(), 5);
 
     // Three WebSocket sessions and the gRPC one speak; the fourth WebSocket never does.
     for w in &mut ws[..3] {

@@ -59,7 +59,7 @@ async fn speak_interrupt_and_bye_end_completed_once() {
     );
     send(&mut ws, r#"{"type":"speak","chunks":10000}"#).await;
     assert!(recv(&mut ws).await.unwrap().contains("chunk"));
-    assert_eq!(a.agent.tracker.snapshot().generating, 1);
+    assert_eq!(a.agent.tracker().snapshot().generating, 1);
     send(&mut ws, r#"{"type":"interrupt"}"#).await;
     loop {
         let f = recv(&mut ws).await.unwrap();
@@ -68,7 +68,7 @@ async fn speak_interrupt_and_bye_end_completed_once() {
         }
     }
     assert_eq!(
-        a.agent.tracker.snapshot().generating,
+        a.agent.tracker().snapshot().generating,
         0,
         "barge-in keeps the session, listening"
     );
@@ -204,7 +204,7 @@ async fn a_drain_lets_sessions_finish_refuses_new_ones_and_ends_the_rest_1012() 
         open.push(connect(&a).await);
     }
     let (http, check) = (a.http, a.agent_check.unwrap());
-    let tracker = a.agent.tracker.clone();
+    let tracker = a.agent.tracker().clone();
     let began = std::time::Instant::now();
     let stopping = tokio::spawn(a.drain(std::future::pending()));
     while status_of(http, "/ready").await != 503 {
@@ -236,7 +236,7 @@ async fn a_drain_lets_sessions_finish_refuses_new_ones_and_ends_the_rest_1012() 
         began.elapsed() >= Duration::from_millis(1500),
         "not before the deadline"
     );
-    let (last, drained) = stopping.await.unwrap();
+    let (last, drained) = stopping.await.unwrap().unwrap();
     assert_eq!(
         (drained.open_at_start, drained.cut, drained.hurried),
         (4, 2, false)
@@ -259,7 +259,7 @@ async fn a_second_signal_ends_the_drain_early_and_each_session_once() {
     let mut open = vec![connect(&a).await, connect(&a).await];
     let began = std::time::Instant::now();
     let hurry = tokio::time::sleep(Duration::from_millis(300));
-    let (last, drained) = a.drain(hurry).await;
+    let (last, drained) = a.drain(hurry).await.unwrap();
     assert!(drained.hurried && began.elapsed() < Duration::from_secs(60));
     assert_eq!((drained.open_at_start, drained.cut), (2, 2));
     for ws in &mut open {

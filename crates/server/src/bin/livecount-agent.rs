@@ -1,7 +1,8 @@
 //! `livecount-agent`: the streaming agent server (`serve`) and its load driver (`drive`).
 //!
 //! Exit codes: 0 on success (including `serve` drained after SIGTERM or ctrl-c, and
-//! `--help`); 1 when `serve` cannot listen or `drive` could open no session at all; 2 for
+//! `--help`); 1 when `serve` cannot listen, a server of `serve` failed, or `drive` could
+//! open no session at all; 2 for
 //! a usage error (clap's convention), which names the flag.
 
 use std::process::ExitCode;
@@ -65,7 +66,10 @@ async fn serve(config: AgentConfig) -> Result<(), String> {
     stop.requested().await;
     eprintln!("{name}: draining");
     // A second SIGTERM (or ctrl-c) during the drain ends it at once.
-    let (last, drained) = agent.drain(stop.requested()).await;
+    let (last, drained) = agent
+        .drain(stop.requested())
+        .await
+        .map_err(|e| format!("serve: {e}"))?;
     eprintln!(
         "{name}: drained in {:.1} s: {} open at the signal, {} cut{}",
         drained.waited.as_secs_f64(),

@@ -62,7 +62,7 @@ pub(crate) async fn agent(extra: &[&str]) -> RunningAgent {
 /// Waits until the tracker agrees: no session open; returns ended counts by reason.
 pub(crate) async fn settled(a: &RunningAgent) -> BTreeMap<String, u64> {
     for _ in 0..500 {
-        let s = a.agent.tracker.snapshot();
+        let s = a.agent.tracker().snapshot();
         if s.active == 0 {
             assert_eq!(s.started, s.ended, "{s:?}");
             return s
@@ -74,7 +74,7 @@ pub(crate) async fn settled(a: &RunningAgent) -> BTreeMap<String, u64> {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("sessions still open: {:?}", a.agent.tracker.snapshot());
+    panic!("sessions still open: {:?}", a.agent.tracker().snapshot());
 }
 
 /// The expected `settled` map.
