@@ -191,6 +191,7 @@ mod end_cells;
 mod end_signal;
 mod ended;
 mod lifecycle;
+mod limits;
 mod phase;
 mod reason;
 mod session;
@@ -198,6 +199,8 @@ mod session_id;
 mod slots;
 mod snapshot;
 mod start_error;
+#[cfg(feature = "tokio")]
+mod sweeper;
 mod sync;
 mod tally;
 #[cfg(feature = "tokio")]
@@ -209,6 +212,7 @@ pub use drain_started::DrainStarted;
 pub use duration_histogram::DurationHistogram;
 pub use durations_by_reason::DurationsByReason;
 pub use ended::Ended;
+pub use limits::{EndCause, Limits};
 pub use phase::Phase;
 pub use reason::{ByReason, EndReason};
 pub use session::{EndHandle, Session, SessionInfo};

@@ -12,6 +12,7 @@ use livecount::{Counter, PerThread};
 use crate::clock::CoarseClock;
 use crate::drain_started::DrainStarted;
 use crate::ended::Ended;
+use crate::limits::{EndCause, Limits};
 use crate::phase::Phase;
 use crate::reason::EndReason;
 use crate::session_id::SessionId;
@@ -102,6 +103,24 @@ impl<C: Counter, M> Held<C, M> {
 
     fn tally(&self) -> &crate::tally::Tally<C> {
         &self.shared().tally
+    }
+
+    fn limits(&self) -> &crate::limits::SlotLimits {
+        &self.slot().limits
+    }
+
+    /// Ends the session for `limit`, if no other limit claimed it and it had not ended.
+    fn end_for(&self, limit: EndCause) -> bool {
+        self.limits().claim(limit) && self.end(limit.reason())
+    }
+
+    /// The limit that ended the session: its claim, confirmed by the reason the session
+    /// ended with (a claim whose end lost to another ending is no limit's ending).
+    fn ended_by(&self) -> Option<EndCause> {
+        let reason = self.slot().life.reason()?;
+        self.limits()
+            .cause()
+            .filter(|limit| limit.reason() == reason)
     }
 
     fn end(&self, reason: EndReason) -> bool {
@@ -223,6 +242,52 @@ impl<C: Counter, M> Session<C, M> {
     pub fn handle(&self) -> EndHandle<C, M> {
         EndHandle {
             held: self.held.add(),
+        }
+    }
+
+    /// Holds the session to `limits`: its tracker's one sweeper (spawned on the current
+    /// tokio runtime with the first armed session, a task per tracker, not per session)
+    /// ends it at a limit with [`EndCause::reason`], and [`EndHandle::ended_by`] tells which.
+    /// The edge reports the session's traffic through its handle
+    /// ([`EndHandle::note_frame`], [`note_heard`](EndHandle::note_heard),
+    /// [`note_polled`](EndHandle::note_polled), [`note_yielded`](EndHandle::note_yielded)).
+    /// Returns `false`, holding it to nothing, outside a tokio runtime, when `limits` has
+    /// no limit, or when every handle of its tracker is gone; call it once, right after the
+    /// start.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use livecount_session::{EndReason, EndCause, Limits, SessionTracker};
+    ///
+    /// let tracker = SessionTracker::new();
+    /// let silent = tracker.start();
+    /// let first_frame = Some(Duration::from_secs(10));
+    /// assert!(silent.hold_to(Limits { first_frame, ..Limits::default() }));
+    /// assert_eq!(silent.handle().ended().await, EndReason::Disconnected);
+    /// assert_eq!(silent.handle().ended_by(), Some(EndCause::FirstFrame));
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn hold_to(&self, limits: Limits) -> bool
+    where
+        C: Send + Sync + 'static,
+        M: Send + Sync + 'static,
+    {
+        if tokio::runtime::Handle::try_current().is_err() || !self.held.limits().arm(&limits) {
+            return false;
+        }
+        let sweeper = &self.held.shared().sweeper;
+        sweeper.fit(&limits);
+        if sweeper.is_running() {
+            return true; // a read of a line every start shares, unmodified: no contention
+        }
+        // Rare (the first armed session, or after a runtime went away): a tracker handle
+        // for the sweeper to hold, unless every handle is gone.
+        match crate::SessionTracker::from_session_shared(self.held.shared) {
+            Some(tracker) => crate::sweeper::ensure(&tracker),
+            None => false,
         }
     }
 
@@ -402,6 +467,48 @@ impl<C: Counter, M> EndHandle<C, M> {
 
     pub(crate) fn tally(&self) -> &crate::tally::Tally<C> {
         self.held.tally()
+    }
+
+    /// A frame passed, either way: the idle limit starts over. A relaxed add on the
+    /// session's own slot; nothing on a session not held to [`Limits`].
+    #[inline]
+    pub fn note_frame(&self) {
+        self.held.limits().frame();
+    }
+
+    /// The client sent something (a request frame, or the end of its request): the
+    /// first-frame limit no longer applies.
+    #[inline]
+    pub fn note_heard(&self) {
+        self.held.limits().heard();
+    }
+
+    /// The response is being polled: the transport took the frame it was given last (the
+    /// write limit's clock stops). Only the response's own task calls it.
+    #[inline]
+    pub fn note_polled(&self) {
+        self.held.limits().polled();
+    }
+
+    /// The response handed a frame to the transport (the write limit's clock runs until the
+    /// next [`note_polled`](EndHandle::note_polled)); counts as a frame too.
+    #[inline]
+    pub fn note_yielded(&self) {
+        self.held.limits().yielded();
+    }
+
+    /// Ends the session for `limit` (a limit the edge found itself, such as a message above
+    /// its size): `true` if this call ended it. The first limit to claim a session's end is
+    /// the one [`ended_by`](EndHandle::ended_by) reports.
+    pub fn end_for(&self, limit: EndCause) -> bool {
+        self.held.end_for(limit)
+    }
+
+    /// The limit that ended the session, if one did (a sweeper's, or [`end_for`]'s).
+    ///
+    /// [`end_for`]: EndHandle::end_for
+    pub fn ended_by(&self) -> Option<EndCause> {
+        self.held.ended_by()
     }
 
     /// Ends the session for `reason`: `true` if this call ended it, `false` if something

@@ -41,6 +41,7 @@ use livecount::Counter;
 
 use crate::clock::CoarseClock;
 use crate::lifecycle::Lifecycle;
+use crate::limits::SlotLimits;
 use crate::reason::EndReason;
 use crate::start_error::StartError;
 use crate::sync::plain::{AtomicPtr, AtomicU64 as StdAtomicU64};
@@ -65,6 +66,8 @@ const CAPACITY: usize = BATCH * ((1 << PAGES) - 1);
 /// alone reused, while the reference is used.
 pub(crate) struct Slot<C: Counter, M> {
     pub(crate) life: Lifecycle<C>,
+    /// The limits the tracker's sweeper holds the session to, and its traffic.
+    pub(crate) limits: SlotLimits,
     /// The last activity, as a tracker clock reading (never before the start). `std` atomic,
     /// Relaxed: a hint for the reaper, not part of the ending protocol.
     last_activity: StdAtomicU64,
@@ -92,6 +95,7 @@ impl<C: Counter, M> Slot<C, M> {
     fn new(index: usize) -> Self {
         Slot {
             life: Lifecycle::new(),
+            limits: SlotLimits::default(),
             last_activity: StdAtomicU64::new(0),
             data: UnsafeCell::new(Data {
                 started: 0,
@@ -233,6 +237,9 @@ pub(crate) struct Shared<C: Counter, M> {
     pub(crate) sequence: StdAtomicU64,
     /// Start and activity instants, at tick precision.
     pub(crate) clock: CoarseClock,
+    /// The task that holds the sessions to their limits.
+    #[cfg(feature = "tokio")]
+    pub(crate) sweeper: crate::sweeper::Sweeper,
     pages: [AtomicPtr<CachePadded<Slot<C, M>>>; PAGES],
     /// The index of the first slot never handed out.
     carved: AtomicUsize,
@@ -252,6 +259,8 @@ impl<C: Counter, M> Shared<C, M> {
             tally,
             sequence: StdAtomicU64::new(1),
             clock: CoarseClock::new(),
+            #[cfg(feature = "tokio")]
+            sweeper: crate::sweeper::Sweeper::new(),
             pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
             carved: AtomicUsize::new(0),
             pool: Pool::default(),
@@ -261,6 +270,31 @@ impl<C: Counter, M> Shared<C, M> {
 
     pub(crate) fn header(this: NonNull<Self>) -> NonNull<Header> {
         this.cast()
+    }
+
+    /// Counts one more tracker handle unless every handle is gone (the caller holds a
+    /// session of the tracker, which keeps its state alive): `false` then.
+    pub(crate) fn try_add_handle(&self) -> bool {
+        // Relaxed, as `Arc::clone`; never from zero, which would revive released handles.
+        let mut n = self.header.handles.load(Ordering::Relaxed);
+        while n != 0 {
+            match self.header.handles.compare_exchange_weak(
+                n,
+                n + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => n = now,
+            }
+        }
+        false
+    }
+
+    /// Whether the caller's handle is the only one left.
+    pub(crate) fn is_last_handle(&self) -> bool {
+        // Acquire: as `Header::is_dead`.
+        self.header.handles.load(Ordering::Acquire) == 1
     }
 
     /// Counts one more tracker handle (the caller holds one).
@@ -440,6 +474,7 @@ impl<C: Counter, M> Shared<C, M> {
         // SAFETY: the slot is out of the pool (it had references), so the state is alive.
         let slot_ref = unsafe { slot.as_ref() };
         slot_ref.life.clear_for_reuse(state);
+        slot_ref.limits.reset();
         // SAFETY: the last reference is gone and the slot is not on a free list yet: ours.
         let metadata = slot_ref
             .data

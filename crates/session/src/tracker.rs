@@ -460,6 +460,58 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
     }
 }
 
+// === the sweeper's side ===
+
+impl<C: Counter, M> SessionTracker<C, M> {
+    /// A handle on the tracker of `shared`, unless every handle is gone.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn from_session_shared(shared: NonNull<Shared<C, M>>) -> Option<Self> {
+        // SAFETY: the caller holds a session of this tracker, which keeps its state alive.
+        unsafe { shared.as_ref() }
+            .try_add_handle()
+            .then_some(SessionTracker {
+                shared,
+                _owns: PhantomData,
+            })
+    }
+
+    /// The tracker state, whatever `M` is (this handle keeps it alive).
+    fn state(&self) -> &Shared<C, M> {
+        // SAFETY: this handle keeps the tracker state alive.
+        unsafe { self.shared.as_ref() }
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(crate) fn sweeper(&self) -> &crate::sweeper::Sweeper {
+        &self.state().sweeper
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(crate) fn is_last_handle(&self) -> bool {
+        self.state().is_last_handle()
+    }
+
+    /// One sweep at sweeper time `now`: ends every armed session past a limit (claiming
+    /// the end for the limit first); returns how many armed sessions it found.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn sweep(&self, now: u64) -> usize {
+        let (tally, clock) = (&self.state().tally, &self.state().clock);
+        let mut armed = 0;
+        Shared::for_each(self.shared, |slot| {
+            if !slot.limits.is_armed() {
+                return;
+            }
+            armed += 1;
+            if let Some(limit) = slot.limits.sweep(now)
+                && slot.limits.claim(limit)
+            {
+                slot.end(limit.reason(), tally, clock, None);
+            }
+        });
+        armed
+    }
+}
+
 impl<C: Counter, M> Clone for SessionTracker<C, M> {
     fn clone(&self) -> Self {
         // SAFETY: this handle keeps the tracker state alive.

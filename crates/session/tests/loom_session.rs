@@ -603,3 +603,39 @@ fn a_freed_slot_keeps_no_waker() {
         );
     });
 }
+
+/// Two limits found at once (the sweeper's idle end, and the edge's message-size end through
+/// `end_for`) race the owner's own end and the drain's `end_all`: exactly one end wins, and
+/// `ended_by` names a limit exactly when a limit's end won, and the one that won.
+#[test]
+fn limit_ends_race_the_owner_and_the_drain() {
+    use livecount_session::EndCause;
+    model(2, || {
+        let tracker = SessionTracker::<Single>::default();
+        let session = tracker.start();
+        let (idle, too_large) = (session.handle(), session.handle());
+        let sweeper = thread::spawn(move || idle.end_for(EndCause::Idle));
+        let edge = thread::spawn(move || too_large.end_for(EndCause::TooLarge));
+        let cut = {
+            let tracker = tracker.clone();
+            thread::spawn(move || tracker.end_all(EndReason::Shutdown))
+        };
+        let owner = session.end(EndReason::Completed);
+        let (idle, too_large, cut) = (
+            sweeper.join().unwrap(),
+            edge.join().unwrap(),
+            cut.join().unwrap(),
+        );
+        let wins = [owner, idle, too_large, cut == 1];
+        assert_eq!(wins.iter().filter(|&&w| w).count(), 1, "{wins:?}");
+        let reason = session.reason().unwrap();
+        let expected = match () {
+            () if idle => Some(EndCause::Idle),
+            () if too_large => Some(EndCause::TooLarge),
+            () => None,
+        };
+        assert_eq!(session.handle().ended_by(), expected, "{reason:?}");
+        drop(session);
+        assert_balanced(&tracker, 1);
+    });
+}

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -55,7 +54,7 @@ pin_project! {
         #[pin]
         inner: Option<B>,
         session: Option<Session<C, M>>,
-        watch: Option<Arc<Watch<C, M>>>,
+        watch: Option<Watch<C, M>>,
         outcome: EndReason,
         // Whether the response is gRPC: a cut ends with the limit's status in trailers.
         grpc: bool,
@@ -145,7 +144,7 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
     pub(crate) fn watched(
         inner: B,
         session: Option<Session<C, M>>,
-        watch: Option<Arc<Watch<C, M>>>,
+        watch: Option<Watch<C, M>>,
         outcome: EndReason,
         grpc: bool,
     ) -> Self {
@@ -263,7 +262,7 @@ impl<B: Body, C: Counter, M> Body for SessionBody<B, C, M> {
         let Some(session) = this.session.as_ref() else {
             return inner.poll_frame(cx); // not counted, or already ended
         };
-        let step = match this.watch.as_deref() {
+        let step = match this.watch.as_ref() {
             Some(watch) => Self::poll_watched(inner, session, watch, cx),
             None => Step::Inner(inner.poll_frame(cx)),
         };

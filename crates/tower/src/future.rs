@@ -3,7 +3,6 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
@@ -47,7 +46,7 @@ pin_project! {
         #[pin]
         inner: Option<F>,
         session: Option<Session<C, M>>,
-        watch: Option<Arc<Watch<C, M>>>,
+        watch: Option<Watch<C, M>>,
         request: RequestKind,
         // Whether the request is gRPC: the layer's own answers are then gRPC statuses.
         grpc: bool,
@@ -76,7 +75,7 @@ impl<F, C: Counter, M> ResponseFuture<F, C, M> {
     pub(crate) fn new(
         inner: F,
         session: Option<Session<C, M>>,
-        watch: Option<Arc<Watch<C, M>>>,
+        watch: Option<Watch<C, M>>,
         request: RequestKind,
         grpc: bool,
     ) -> Self {
@@ -180,7 +179,7 @@ where
             let (retry_after, cap) = (*this.retry_after, *this.cap);
             return Poll::Ready(Ok(answer(*this.refusal, *this.grpc, retry_after, cap)));
         };
-        let polled = match (this.session.as_ref(), this.watch.as_deref()) {
+        let polled = match (this.session.as_ref(), this.watch.as_ref()) {
             (Some(session), Some(watch)) => poll_watched(inner, session, watch, cx),
             _ => Ok(inner.poll(cx)),
         };
@@ -188,7 +187,7 @@ where
         // above the limit, read by the handler) answers instead of the handler.
         let limit = match polled {
             Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(result)) => match (this.session.as_ref(), this.watch.as_deref()) {
+            Ok(Poll::Ready(result)) => match (this.session.as_ref(), this.watch.as_ref()) {
                 (Some(session), Some(watch)) => watch.ended_by(session.reason()).ok_or(result),
                 _ => Err(result),
             },

@@ -2,7 +2,6 @@
 //! body ends; [`Predicate`] and [`CountAll`]: which requests count.
 
 use std::fmt;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -124,7 +123,7 @@ pub struct SessionLayer<C: Counter = PerThread, M = (), P = CountAll, R = Unwatc
     tracker: SessionTracker<C, M>,
     predicate: P,
     limits: StreamLimits,
-    watcher: Option<Arc<Watcher<C, M>>>,
+    watcher: Option<Watcher>,
     mode: R,
 }
 
@@ -361,7 +360,7 @@ impl<S, C: Counter, M, P: Clone, R: Copy> Layer<S> for SessionLayer<C, M, P, R> 
             tracker: self.tracker.clone(),
             predicate: self.predicate.clone(),
             limits: self.limits,
-            watcher: self.watcher.clone(),
+            watcher: self.watcher,
             mode: self.mode,
         }
     }
@@ -373,7 +372,7 @@ impl<C: Counter, M, P: Clone, R: Copy> Clone for SessionLayer<C, M, P, R> {
             tracker: self.tracker.clone(),
             predicate: self.predicate.clone(),
             limits: self.limits,
-            watcher: self.watcher.clone(),
+            watcher: self.watcher,
             mode: self.mode,
         }
     }
@@ -392,9 +391,9 @@ impl<C: Counter, M, P, R> fmt::Debug for SessionLayer<C, M, P, R> {
 /// the reasons and [`StreamLimits`] for the limits.
 ///
 /// Per request it adds one session start and end (the tracker's own cost), and with limits
-/// on (the default) one small allocation shared with the layer's sweeper, pushed under an
-/// uncontended per-thread lock (see the crate's performance notes); the future and the body
-/// wrap the inner ones in place, without boxing.
+/// on (the default) the session's limits armed in its own slot for the tracker's sweeper
+/// (see the crate's performance notes); the future and the body wrap the inner ones in
+/// place, without boxing.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -416,13 +415,13 @@ pub struct SessionService<S, C: Counter = PerThread, M = (), P = CountAll, R = U
     tracker: SessionTracker<C, M>,
     predicate: P,
     limits: StreamLimits,
-    watcher: Option<Arc<Watcher<C, M>>>,
+    watcher: Option<Watcher>,
     mode: R,
 }
 
 impl<S, C: Counter, M> SessionService<S, C, M> {
     /// Counts every request to `inner` on `tracker`, under the default [`StreamLimits`]
-    /// (with a sweeper of its own: build services from one [`SessionLayer`] to share one).
+    /// (held by the tracker's one sweeper, as every layer on it is).
     pub fn new(inner: S, tracker: SessionTracker<C, M>) -> Self {
         SessionLayer::new(tracker).layer(inner)
     }
@@ -450,7 +449,7 @@ enum Admission<C: Counter, M> {
     /// The predicate did not count it.
     Uncounted,
     /// Counted, watched if limits apply.
-    Counted(Session<C, M>, Option<Arc<Watch<C, M>>>),
+    Counted(Session<C, M>, Option<Watch<C, M>>),
     /// Refused: at the tracker's cap (`AtCapacity`, `Some(max)`), with a full session table
     /// (`AtCapacity`, `None`), or because the tracker drains (`Draining`).
     Refused(Limit, Option<u64>),
@@ -590,7 +589,7 @@ impl<S: Clone, C: Counter, M, P: Clone, R: Copy> Clone for SessionService<S, C, 
             tracker: self.tracker.clone(),
             predicate: self.predicate.clone(),
             limits: self.limits,
-            watcher: self.watcher.clone(),
+            watcher: self.watcher,
             mode: self.mode,
         }
     }

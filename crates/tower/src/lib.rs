@@ -225,15 +225,13 @@
 //! no allocation of its own: the response future and body wrap the inner ones in place, and
 //! the predicate and the end-of-body checks are a few branches.
 //!
-//! With limits on (the default), a request also allocates one small record shared with the
-//! layer's sweeper (its end handle and three words) and pushes a weak reference to it on a
-//! per-thread shard under a mutex no other request thread takes; per frame the bodies do a
-//! relaxed load and store (and a request frame a relaxed add) on that record's own line: no
-//! clock read, no timer, no task per request. Ballpark, on the 2-core development VM
-//! (one thread, a ready service and a one-frame body, `per_request_cost_with_and_without_limits`
-//! in `tests/limit_timers.rs`, release): 113 ns per request without limits, 250 ns with
-//! the defaults; the difference is mostly that allocation and the shard's lock.
-//! [`SessionLayer::without_limits`] removes all of it.
+//! With limits on (the default), a request also arms its session's limits in the session
+//! table (a few relaxed stores on the session's own slot) and holds one more reference to
+//! it; per frame the bodies do a relaxed load and store (and a request frame a relaxed
+//! add) on that slot: no allocation, no lock, no clock read, no timer, no task per request.
+//! The per-request cost, with and without limits, is measured side by side by
+//! `benches/benches/session_layer.rs` (`cargo bench -p livecount-benches --bench
+//! session_layer`). [`SessionLayer::without_limits`] removes all of it.
 //!
 //! # Implementation notes
 //!
@@ -243,24 +241,25 @@
 //! body unpolled), so a fully sent body never counts as cancelled. gRPC trailers are read
 //! as they pass for `grpc-status`.
 //!
-//! Limits run on one sweeper task per layer (spawned on the first request's runtime,
-//! stopping once the layer and every request it watched are gone), not inside the bodies:
-//! hyper polls a response body only while the peer's flow-control window (or the socket)
-//! has room, so a timer inside `poll_frame` would never run for the reader that stopped. A
-//! response body notes each poll and each frame it hands over (`polls << 1 | holding`);
-//! a frame still held, with no poll since, for the write timeout is a stall. The sweeper
-//! wakes every quarter of the shortest limit (10 ms to 1 s), counts sweeps as its clock,
-//! and per request compares the counters with what it saw last, so an end comes at the
-//! limit or up to two periods later, never earlier. A limit claims the session's end in its
-//! record first, then ends the session through its `EndHandle` (the same exactly-once CAS
-//! as every end); the future or body, registered with `Session::poll_ended` while it
-//! waits, wakes and answers with the limit's status. hyper's h2 takes one frame past the
-//! window into its buffer, so a stream is seen stalled once its next frame waits. A gRPC
-//! request's `grpc-timeout` is read once at `call` into the sweeper's record of it, as the
-//! number of sweeps after which it is over (the earlier of it and the maximum length): no
-//! timer per request. A request body's failure claims the session's end the same way
-//! (`Cancelled` for an h2 `CANCEL` reset in the error's sources, else `Disconnected`) from inside
-//! `poll_frame`, before the service sees the error.
+//! Limits are held by the session table, not inside the bodies: hyper polls a response
+//! body only while the peer's flow-control window (or the socket) has room, so a timer
+//! inside `poll_frame` would never run for the reader that stopped. At `call` the layer
+//! arms the session with its limits (`Session::hold_to`, the client's `grpc-timeout` as its
+//! deadline, read once); the tracker's one sweeper task (spawned on the first armed
+//! session's runtime, shared by every layer and socket on the tracker) walks the session
+//! table every quarter of the shortest limit (10 ms to 1 s), measures each limit from the
+//! sweep that first saw the session or its last change, and so ends a session at the limit
+//! or up to two periods later, never earlier. A response body notes each poll and each
+//! frame it hands over (`polls << 1 | holding`, `EndHandle::note_polled` and
+//! `note_yielded`); a frame still held, with no poll since, for the write timeout is a
+//! stall. A limit claims the session's end in its slot first (its `EndCause`), then ends
+//! the session through the same exactly-once CAS as every end; the future or body,
+//! registered with `Session::poll_ended` while it waits, wakes and answers with the limit's
+//! status (`EndHandle::ended_by`). hyper's h2 takes one frame past the window into its
+//! buffer, so a stream is seen stalled once its next frame waits. A request body's failure
+//! claims the session's end the same way (`Cancelled` for an h2 `CANCEL` reset in the
+//! error's sources, else `Disconnected`) from inside `poll_frame`, before the service sees
+//! the error.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, StatusCode};
-use livecount_session::EndReason;
 
 /// The default [`StreamLimits::max_session`]: one hour.
 ///
@@ -96,15 +95,15 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// **Write timeout.** A frame the transport does not take for this long (the peer stopped
 /// reading: its HTTP/2 flow-control window or the socket's buffer is full) ends the session
 /// `Disconnected` and frees the count at once. hyper stops polling a body while its window
-/// is closed, so this is found by one sweeper task per layer, not inside the body (see the
-/// crate's implementation notes). The stream itself stays open until the peer reads on or
+/// is closed, so this is found by the tracker's one sweeper over its session table, not
+/// inside the body (see the crate's implementation notes). The stream itself stays open until the peer reads on or
 /// the connection dies (set HTTP/2 keepalive for that); its count does not.
 ///
 /// Every limit is checked by the sweeper, a few times per limit (its period is a quarter of
 /// the shortest limit, between 10 ms and 1 s), so a session ends at its limit or up to about
 /// two periods later, never earlier. The limits need a tokio runtime with a timer (the
-/// sweeper is spawned on the first request's runtime); a request served outside one is
-/// counted without limits.
+/// tracker's sweeper is spawned on the first armed session's runtime); a request served
+/// outside one is counted without limits.
 ///
 /// ```
 /// use std::time::Duration;
@@ -269,34 +268,6 @@ pub(crate) enum Limit {
 }
 
 impl Limit {
-    pub(crate) fn from_u8(value: u8) -> Option<Limit> {
-        Some(match value {
-            1 => Limit::MaxSession,
-            2 => Limit::Idle,
-            3 => Limit::Stall,
-            4 => Limit::TooLarge,
-            5 => Limit::AtCapacity,
-            6 => Limit::GrpcTimeout,
-            7 => Limit::Reset,
-            8 => Limit::Lost,
-            9 => Limit::Draining,
-            10 => Limit::Shutdown,
-            11 => Limit::FirstFrame,
-            _ => return None,
-        })
-    }
-
-    /// The reason a session ended by this limit has.
-    pub(crate) fn reason(self) -> EndReason {
-        match self {
-            Limit::MaxSession | Limit::GrpcTimeout => EndReason::TimedOut,
-            Limit::Reset => EndReason::Cancelled,
-            Limit::Idle | Limit::FirstFrame | Limit::Stall | Limit::Lost => EndReason::Disconnected,
-            Limit::TooLarge | Limit::AtCapacity => EndReason::Failed,
-            Limit::Draining | Limit::Shutdown => EndReason::Shutdown,
-        }
-    }
-
     /// `grpc-status` and `grpc-message`.
     fn grpc(self) -> (&'static str, &'static str) {
         match self {
@@ -374,6 +345,7 @@ pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use livecount_session::EndReason;
 
     fn timeout(value: &'static str) -> Option<Duration> {
         let mut headers = HeaderMap::new();
@@ -413,11 +385,43 @@ mod tests {
     }
 
     #[test]
-    fn limits_round_trip_through_their_byte() {
-        for value in 1..=11 {
-            assert_eq!(Limit::from_u8(value).map(|l| l as u8), Some(value));
+    fn limits_round_trip_through_the_sessions_cause_with_its_reason() {
+        use Limit::*;
+        let all = [
+            MaxSession,
+            Idle,
+            Stall,
+            TooLarge,
+            AtCapacity,
+            GrpcTimeout,
+            Reset,
+            Lost,
+            Draining,
+            Shutdown,
+            FirstFrame,
+        ];
+        let mut causes = 0;
+        for limit in all {
+            if let Some(cause) = limit.cause() {
+                assert_eq!(Limit::of(cause), limit);
+                causes += 1;
+            }
         }
-        assert_eq!(Limit::from_u8(0), None);
-        assert_eq!(Limit::from_u8(12), None);
+        assert_eq!(
+            causes, 8,
+            "refusals and a shutdown from elsewhere are no causes"
+        );
+        assert_eq!(
+            FirstFrame.cause().map(|c| c.reason()),
+            Some(EndReason::Disconnected)
+        );
+        assert_eq!(
+            TooLarge.cause().map(|c| c.reason()),
+            Some(EndReason::Failed)
+        );
+        assert_eq!(
+            Reset.cause().map(|c| c.reason()),
+            Some(EndReason::Cancelled)
+        );
     }
 }

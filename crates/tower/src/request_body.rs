@@ -5,7 +5,6 @@
 use std::error::Error;
 use std::fmt;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use http_body::{Body, Frame, SizeHint};
@@ -68,7 +67,7 @@ pin_project! {
     pub struct RequestBody<B, C: Counter = PerThread, M = ()> {
         #[pin]
         inner: B,
-        watch: Option<Arc<Watch<C, M>>>,
+        watch: Option<Watch<C, M>>,
         limit: Option<u64>,
         framing: Framing,
         failed: bool,
@@ -128,7 +127,7 @@ impl<B, C: Counter, M> RequestBody<B, C, M> {
     /// any); `grpc` reads it as gRPC messages.
     pub(crate) fn new(
         inner: B,
-        watch: Option<Arc<Watch<C, M>>>,
+        watch: Option<Watch<C, M>>,
         limit: Option<u64>,
         grpc: bool,
     ) -> Self {
@@ -177,19 +176,19 @@ where
             Some(Ok(frame)) => frame,
             Some(Err(error)) => {
                 let error = error.into();
-                if let Some(watch) = this.watch.as_deref() {
+                if let Some(watch) = this.watch.as_ref() {
                     watch.end(failure(&*error));
                 }
                 return Poll::Ready(Some(Err(error)));
             }
             None => {
-                if let Some(watch) = this.watch.as_deref() {
+                if let Some(watch) = this.watch.as_ref() {
                     watch.heard(); // the whole request, even if it was empty
                 }
                 return Poll::Ready(None);
             }
         };
-        let Some(watch) = this.watch.as_deref() else {
+        let Some(watch) = this.watch.as_ref() else {
             return Poll::Ready(Some(Ok(frame))); // not counted
         };
         watch.heard();
