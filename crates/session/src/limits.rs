@@ -141,11 +141,9 @@ fn nanos(limit: Option<Duration>) -> u64 {
 /// Writers: the session's owner arms it (before `armed`'s Release store); the edge bumps
 /// `activity`, `response` and `heard` (each word has one writer at a time, or is an add);
 /// the sweeper alone writes the `seen_*` fields; the freer resets everything when the last
-/// reference is gone (nobody else can read it then).
+/// reference is gone (nobody else can read it then), if the slot says it was used.
 #[derive(Debug, Default)]
 pub(crate) struct SlotLimits {
-    /// Armed, or claimed: `reset` has something to forget.
-    dirty: AtomicBool,
     armed: AtomicBool,
     max_session: AtomicU64,
     deadline: AtomicU64,
@@ -186,7 +184,6 @@ impl SlotLimits {
         self.first_frame
             .store(nanos(limits.first_frame), Ordering::Relaxed);
         self.write.store(nanos(limits.write), Ordering::Relaxed);
-        self.dirty.store(true, Ordering::Relaxed);
         // Release: pairs with the sweeper's Acquire load in `sweep`.
         self.armed.store(true, Ordering::Release);
         true
@@ -238,7 +235,6 @@ impl SlotLimits {
     /// Claims the session's end for `limit`, if no other limit did: `true` if this claim
     /// is the first (the caller then ends the session with `limit.reason()`).
     pub(crate) fn claim(&self, limit: EndCause) -> bool {
-        self.dirty.store(true, Ordering::Relaxed);
         // Relaxed: the claim is published by the session's end (a Release CAS), which a
         // reader's `reason()` (Acquire) sees before it reads the cause.
         self.cause
@@ -252,18 +248,11 @@ impl SlotLimits {
         EndCause::from_u8(self.cause.load(Ordering::Relaxed))
     }
 
-    /// Forgets everything: the slot is being freed (no reference is left). One load for a
-    /// session that was never armed nor ended by a limit (the common one).
-    #[inline]
-    pub(crate) fn reset(&self) {
-        // Relaxed: the freer is the only one left with the slot.
-        if self.dirty.load(Ordering::Relaxed) {
-            self.reset_slow();
-        }
-    }
-
+    /// Forgets everything: the slot is being freed (no reference is left). The slot calls
+    /// it only for a session that was armed or claimed (its `limits_dirty` flag, on the
+    /// lifecycle's line: the common session costs its free nothing here).
     #[cold]
-    fn reset_slow(&self) {
+    pub(crate) fn reset(&self) {
         let words = [
             &self.max_session,
             &self.deadline,
@@ -281,7 +270,7 @@ impl SlotLimits {
         for word in words {
             word.store(0, Ordering::Relaxed);
         }
-        for flag in [&self.armed, &self.heard, &self.dirty] {
+        for flag in [&self.armed, &self.heard] {
             flag.store(false, Ordering::Relaxed);
         }
         self.cause.store(0, Ordering::Relaxed);

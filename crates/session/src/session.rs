@@ -111,7 +111,7 @@ impl<C: Counter, M> Held<C, M> {
 
     /// Ends the session for `limit`, if no other limit claimed it and it had not ended.
     fn end_for(&self, limit: EndCause) -> bool {
-        self.limits().claim(limit) && self.end(limit.reason())
+        self.slot().claim_end(limit) && self.end(limit.reason())
     }
 
     /// The limit that ended the session: its claim, confirmed by the reason the session
@@ -275,7 +275,7 @@ impl<C: Counter, M> Session<C, M> {
         C: Send + Sync + 'static,
         M: Send + Sync + 'static,
     {
-        if tokio::runtime::Handle::try_current().is_err() || !self.held.limits().arm(&limits) {
+        if tokio::runtime::Handle::try_current().is_err() || !self.held.slot().arm_limits(&limits) {
             return false;
         }
         let sweeper = &self.held.shared().sweeper;

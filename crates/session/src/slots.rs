@@ -34,7 +34,7 @@
 //! reuse slots as eagerly as possible.
 
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering as StdOrdering;
+use std::sync::atomic::{AtomicBool as StdAtomicBool, Ordering as StdOrdering};
 
 use crossbeam_utils::CachePadded;
 use livecount::Counter;
@@ -64,10 +64,9 @@ const CAPACITY: usize = BATCH * ((1 << PAGES) - 1);
 /// One session's slot. Every `&Slot` this crate hands around is held by a reference holder
 /// (the guard, a handle, a walker that acquired it), so its session cannot be freed, let
 /// alone reused, while the reference is used.
+#[repr(C)] // the words a start and an end touch first, the limits (rarely used) last
 pub(crate) struct Slot<C: Counter, M> {
     pub(crate) life: Lifecycle<C>,
-    /// The limits the tracker's sweeper holds the session to, and its traffic.
-    pub(crate) limits: SlotLimits,
     /// The last activity, as a tracker clock reading (never before the start). `std` atomic,
     /// Relaxed: a hint for the reaper, not part of the ending protocol.
     last_activity: StdAtomicU64,
@@ -75,6 +74,11 @@ pub(crate) struct Slot<C: Counter, M> {
     /// reference holders; cleared by whoever frees the slot.
     data: UnsafeCell<Data<M>>,
     index: u32,
+    /// Whether `limits` was armed or claimed since the slot was last freed: beside the
+    /// lifecycle word, so the free of a session without limits reads no other line.
+    limits_dirty: StdAtomicBool,
+    /// The limits the tracker's sweeper holds the session to, and its traffic.
+    pub(crate) limits: SlotLimits,
 }
 
 struct Data<M> {
@@ -95,13 +99,14 @@ impl<C: Counter, M> Slot<C, M> {
     fn new(index: usize) -> Self {
         Slot {
             life: Lifecycle::new(),
-            limits: SlotLimits::default(),
             last_activity: StdAtomicU64::new(0),
             data: UnsafeCell::new(Data {
                 started: 0,
                 metadata: None,
             }),
             index: u32::try_from(index).expect("slot indices stay below 2^31"),
+            limits_dirty: StdAtomicBool::new(false),
+            limits: SlotLimits::default(),
         }
     }
 
@@ -140,6 +145,20 @@ impl<C: Counter, M> Slot<C, M> {
             // Zero for an end before its start (virtual instants only).
             ended.saturating_sub(self.started()) / 1_000
         })
+    }
+
+    /// Arms the session's limits (the caller holds a reference); `false` if none is set.
+    pub(crate) fn arm_limits(&self, limits: &crate::limits::Limits) -> bool {
+        // Relaxed: read by the freer, after the last reference is gone.
+        self.limits_dirty.store(true, StdOrdering::Relaxed);
+        self.limits.arm(limits)
+    }
+
+    /// Claims the session's end for `cause` (see `SlotLimits::claim`).
+    pub(crate) fn claim_end(&self, cause: crate::limits::EndCause) -> bool {
+        // Relaxed: as in `arm_limits`.
+        self.limits_dirty.store(true, StdOrdering::Relaxed);
+        self.limits.claim(cause)
     }
 
     /// Records activity at clock reading `now`.
@@ -474,7 +493,11 @@ impl<C: Counter, M> Shared<C, M> {
         // SAFETY: the slot is out of the pool (it had references), so the state is alive.
         let slot_ref = unsafe { slot.as_ref() };
         slot_ref.life.clear_for_reuse(state);
-        slot_ref.limits.reset();
+        // Relaxed: the freer is the only one left with the slot.
+        if slot_ref.limits_dirty.load(StdOrdering::Relaxed) {
+            slot_ref.limits.reset();
+            slot_ref.limits_dirty.store(false, StdOrdering::Relaxed);
+        }
         // SAFETY: the last reference is gone and the slot is not on a free list yet: ours.
         let metadata = slot_ref
             .data

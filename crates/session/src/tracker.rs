@@ -503,7 +503,7 @@ impl<C: Counter, M> SessionTracker<C, M> {
             }
             armed += 1;
             if let Some(limit) = slot.limits.sweep(now)
-                && slot.limits.claim(limit)
+                && slot.claim_end(limit)
             {
                 slot.end(limit.reason(), tally, clock, None);
             }
