@@ -70,9 +70,11 @@
 //!
 //! * `#![forbid(unsafe_code)]`; the counting, admission and exactly-once endings are
 //!   `livecount-session`'s, model-checked there (loom, shuttle).
-//! * `tests/backend.rs`: the handle as a service author mounts it, on loopback: the cap
-//!   read by the report, the drain's order (signals say draining while sessions run, cut
-//!   at the deadline, servers stopped after), and a silent-stream attacker (many
+//! * `tests/full_service.rs`: the example as it is mounted, on loopback: every signal, the
+//!   drain's order (signals say draining while sessions run, cut at the deadline, servers
+//!   stopped after), its cap under a burst, hostile sockets ended once. `tests/serve.rs`:
+//!   the builder's settings reach the parts, two HTTP listeners, a hurried drain.
+//! * `tests/backend.rs`: a silent-stream attacker (many
 //!   connections of HTTP/2 streams that never send a frame) against a capped backend:
 //!   probes keep being served, every silent stream ends at the first-frame timeout, and
 //!   the count returns to zero with started = ended.

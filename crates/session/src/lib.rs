@@ -79,7 +79,9 @@
 //! * `tokio` (default): [`SessionTracker::track`] and [`SessionTracker::track_stream`]
 //!   (deadline, `Completed` / `TimedOut` / `Cancelled` on abort or drop, and a stop at the
 //!   next poll, woken, when anything else ends the session),
-//!   and [`SessionTracker::spawn_reaper`].
+//!   and [`SessionTracker::spawn_reaper`]; [`Session::hold_to`], a session held to
+//!   [`Limits`] (maximum length, a deadline, idle, first frame, write stall) by the
+//!   tracker's one sweeper task over the session table, and [`EndHandle::drain_started`].
 //! * `serde`: `Serialize` / `Deserialize` for [`Snapshot`], [`Window`], [`ByReason`],
 //!   [`DurationsByReason`], [`DurationHistogram`], [`EndReason`] and [`Phase`].
 //!
@@ -107,7 +109,10 @@
 //!   end, one poller's counts never going back and readers racing each other getting
 //!   sequence numbers of their own; phase changes through a handle racing the owner's and
 //!   an end; an end (by handle, by id, by the reaper) racing a poll that registers for it,
-//!   for the owner's slot and for two `ended()` waiters — no lost wake-up.
+//!   for the owner's slot and for two `ended()` waiters — no lost wake-up; two limit ends
+//!   (`end_for`, as the sweeper ends) racing the owner's end and `end_all`: one end, and
+//!   `ended_by` names a cause exactly when a cause's end won. `tests/loom_drain.rs`: a task
+//!   waiting in `drain_started` racing `begin_drain` is always woken.
 //! * Durations: loom — an end, `end_all` and the reaper racing record the winner's
 //!   duration once, in its bucket; the proptest model buckets every end's virtual duration
 //!   itself and compares each reason's histogram after every step; `tests/durations.rs` —
@@ -167,7 +172,18 @@
 //! the last one frees the slot, and references to an ended session are only ever cloned from
 //! a held one, so a slot is never reused under anyone. An id is the slot index and its
 //! generation: a stale id's CAS fails on a reused slot. Walks (the reaper, `end_all`,
-//! `sessions()`) visit every slot handed out so far and take a reference to each live one.
+//! `sessions()`, the limits' sweeper) visit every slot handed out so far and take a
+//! reference to each live one.
+//!
+//! Limits live in the slot too, after the words a start and an end touch: the limits armed
+//! by [`Session::hold_to`], the traffic the edge notes (a frame count, the response's
+//! `polls << 1 | holding` word, a "heard" flag: relaxed writes on the session's own line),
+//! the cause that claimed the end, and what the sweeper saw last. The sweeper (one tokio
+//! task per tracker, spawned with the first armed session, waking every quarter of the
+//! shortest limit armed, 10 ms to 1 s) measures each limit from the sweep that first saw the
+//! session or its last change, on tokio's clock, so an end comes at the limit or up to two
+//! periods later, never earlier; it claims the cause, then ends through the same CAS as
+//! every end. A slot whose limits were never used is freed without reading them.
 //! Ends are counted by reason and duration bucket in the ending thread's own cell
 //! (`livecount::ThreadCells`, the machinery of `PerThread`: a plain load and store, after a
 //! Release fence), so a snapshot that reads ends before starts always has `started >=

@@ -3,8 +3,8 @@
 //!
 //! | module | feature | what | used by |
 //! |---|---|---|---|
-//! | [`check`] | `check` | the counter checker: op programs on real threads vs a reference, fuzz corpus decoding and replay | `tests/` (proptest, corpus replay), `fuzz/` |
-//! | [`protos`] | `protos` | the committed generated gRPC code checked against its `.proto` files with a vendored `protoc` | `livecount-report`'s and `livecount-server`'s `generated_protos` tests |
+//! | `check` | `check` | the counter checker: op programs on real threads vs a reference, fuzz corpus decoding and replay | `tests/` (proptest, corpus replay), `fuzz/` |
+//! | `protos` | `protos` | the committed generated gRPC code checked against its `.proto` files with a vendored `protoc` | `livecount-report`'s and `livecount-server`'s `generated_protos` tests |
 //! | [`provenance`] | (always) | where a committed result came from: CPU, cores, rustc, commit with `-dirty`, date | the picker, `lbsim`, `lbtestbed` |
 //!
 //! The features keep the costs apart: `provenance` needs only std, `check` the counters
