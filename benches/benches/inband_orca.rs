@@ -35,7 +35,7 @@ use livecount_report::LoadBoard;
 use livecount_report::inband::{InbandFormat, InbandOrca, encode_bin};
 use livecount_report::orca::orca_report;
 use livecount_session::SessionTracker;
-use livecount_tower::InbandOrcaLayer;
+use livecount_tower::grpc::InbandOrcaLayer;
 use tower_layer::Layer;
 use tower_service::Service;
 

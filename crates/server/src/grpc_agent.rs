@@ -40,7 +40,7 @@
 //! tracker's exact cap), `UNAVAILABLE` "draining: the server is shutting down" once the
 //! drain began (the layer, on the tracker's drain; both counted `refused`); a `content-type` that is not
 //! `application/grpc…` gets HTTP 415 with `grpc-status` `INVALID_ARGUMENT` from
-//! `livecount_tower::GrpcOnlyLayer`, mounted outside the session layer, as the gRPC HTTP/2
+//! `livecount_tower::grpc::GrpcOnlyLayer`, mounted outside the session layer, as the gRPC HTTP/2
 //! protocol asks ("servers SHOULD respond with HTTP status of 415") and grpc-go does: such a
 //! request is not a gRPC call, so it is not a session either; an unknown
 //! `grpc-encoding` gets `UNIMPLEMENTED` from tonic before the handler runs.
@@ -50,7 +50,7 @@
 //! tonic turns a request body the client reset (`RST_STREAM CANCEL`) into a clean end of
 //! the stream, so the stream tonic hands over cannot tell a cancel from a half-close.
 //! Two signals below tonic can: the session layer watches the request body (the agent's
-//! idle timeout makes it `Watched`) and ends the session the moment the body fails, before
+//! idle timeout makes it `Inspected`) and ends the session the moment the body fails, before
 //! tonic hides the error (`Cancelled` for a reset `CANCEL`, `Disconnected` for a dead
 //! connection or a reset with another code, such as Envoy's `INTERNAL_ERROR` for a client
 //! whose connection it lost),

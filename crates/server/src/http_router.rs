@@ -15,7 +15,7 @@ use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
 use livecount_service::{Backend, EndHandle, EndReason, TrackedSocket};
-use livecount_tower::SocketEnd;
+use livecount_tower::websocket::SocketEnd;
 use tokio::sync::mpsc;
 
 use crate::Agent;

@@ -14,10 +14,12 @@ use livecount_report::generated::xds::service::orca::v3::open_rca_service_server
 use livecount_report::inband::InbandFormat;
 use livecount_report::{LoadBoard, OrcaService, PrequalEstimator};
 use livecount_session::{EndHandle, SessionTracker};
+use livecount_tower::body::Inspected;
+use livecount_tower::grpc::InbandOrcaLayer;
+use livecount_tower::serve::DEFAULT_HEADER_READ_TIMEOUT;
+use livecount_tower::websocket::IntoEndReason;
 use livecount_tower::{
-    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_SESSION,
-    DEFAULT_SOCKET_IDLE_TIMEOUT, DEFAULT_WRITE_TIMEOUT, InbandOrcaLayer, IntoEndReason, Predicate,
-    SessionLayer, StreamLimits, TrackedSocket, Watched, WebSocketSessions,
+    Predicate, SessionLayer, SocketLimits, StreamLimits, TrackedSocket, WebSocketSessions,
 };
 use tonic_health::pb::health_server::{Health, HealthServer};
 
@@ -58,7 +60,7 @@ impl fmt::Debug for Counted {
 }
 
 /// The layer a [`Backend`] counts HTTP and gRPC streams with.
-pub type BackendLayer = SessionLayer<livecount::PerThread, (), Counted, Watched>;
+pub type BackendLayer = SessionLayer<livecount::PerThread, (), Counted, Inspected>;
 
 /// One service's sessions and every signal about them, from one object: build it once, take
 /// what you mount from it, and let [`serve`](Backend::serve) run the servers and the drain.
@@ -126,10 +128,10 @@ impl Backend {
             drain_deadline: Self::DEFAULT_DRAIN_DEADLINE,
             first_frame_timeout: Some(StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT),
             idle_timeout: None,
-            socket_idle_timeout: Some(DEFAULT_SOCKET_IDLE_TIMEOUT),
-            max_session: Some(DEFAULT_MAX_SESSION),
-            write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            socket_idle_timeout: Some(SocketLimits::DEFAULT_IDLE_TIMEOUT),
+            max_session: Some(StreamLimits::DEFAULT_MAX_SESSION),
+            write_timeout: Some(StreamLimits::DEFAULT_WRITE_TIMEOUT),
+            max_message_bytes: SocketLimits::DEFAULT_MAX_MESSAGE_BYTES,
             drop_grace: None,
             count: None,
             drain_notice: None,
@@ -229,7 +231,7 @@ impl Backend {
     /// sessions are refused, every signal says draining, the open ones run until they end
     /// or the deadline (or `hurry`), and the rest end `Shutdown`. Stop your servers only
     /// after it returns, so the signals and refusals are served throughout.
-    pub async fn drain(&self, hurry: impl Future<Output = ()>) -> livecount_tower::Drained {
+    pub async fn drain(&self, hurry: impl Future<Output = ()>) -> livecount_tower::drain::Drained {
         let inner = &self.inner;
         livecount_tower::drain(&inner.tracker, &inner.board, inner.drain_deadline, hurry).await
     }
@@ -340,7 +342,7 @@ impl BackendBuilder {
 
     /// Ends a WebSocket session whose client sent nothing this long while its handler
     /// waits to read (`Disconnected`, close 1008 "idle timeout"); `None`: never. Default
-    /// [`DEFAULT_SOCKET_IDLE_TIMEOUT`] (60 s), on unlike a stream's: a WebSocket client
+    /// [`SocketLimits::DEFAULT_IDLE_TIMEOUT`] (60 s), on unlike a stream's: a WebSocket client
     /// that is quiet on purpose keeps its socket alive with pings or a heartbeat, so a
     /// peer gone without a FIN is found within a minute.
     pub fn websocket_idle_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
@@ -350,7 +352,7 @@ impl BackendBuilder {
 
     /// Ends a session, WebSocket or counted stream, this long after it began: `TimedOut`
     /// (WebSocket close 1000, gRPC `DEADLINE_EXCEEDED` "max session length"); `None`:
-    /// never. Default [`DEFAULT_MAX_SESSION`] (1 h): a session that outlives every
+    /// never. Default [`StreamLimits::DEFAULT_MAX_SESSION`] (1 h): a session that outlives every
     /// deploy holds its place through every drain until it is cut.
     pub fn max_session(mut self, limit: impl Into<Option<Duration>>) -> Self {
         self.max_session = limit.into();
@@ -359,7 +361,7 @@ impl BackendBuilder {
 
     /// Ends a session whose client has not taken a frame for this long (it stopped
     /// reading): `Disconnected`, its place back at once; `None`: never. Default
-    /// [`DEFAULT_WRITE_TIMEOUT`] (30 s): a reader that stalls longer is gone, and its
+    /// [`StreamLimits::DEFAULT_WRITE_TIMEOUT`] (30 s): a reader that stalls longer is gone, and its
     /// buffered replies should not hold memory and a place under the cap.
     pub fn write_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
         self.write_timeout = limit.into();
@@ -367,7 +369,7 @@ impl BackendBuilder {
     }
 
     /// Ends a WebSocket session whose client sends a message or frame above `bytes` (at
-    /// least 1): `Failed`, close 1009. Default [`DEFAULT_MAX_MESSAGE_BYTES`] (64 KiB), far
+    /// least 1): `Failed`, close 1009. Default [`SocketLimits::DEFAULT_MAX_MESSAGE_BYTES`] (64 KiB), far
     /// below tungstenite's 64 MiB per socket. A gRPC service bounds its own messages
     /// (tonic's `max_decoding_message_size`, 4 MiB by default).
     pub fn max_message_bytes(mut self, bytes: usize) -> Self {
@@ -388,7 +390,7 @@ impl BackendBuilder {
 
     /// Closes an HTTP connection of [`Serve::http`](crate::Serve::http) whose request head
     /// has not fully arrived this long after it opened (or after its last response).
-    /// Default [`livecount_tower::DEFAULT_HEADER_READ_TIMEOUT`] (10 s), which says why
+    /// Default [`livecount_tower::serve::DEFAULT_HEADER_READ_TIMEOUT`] (10 s), which says why
     /// (slowloris).
     pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
         self.http.header_read_timeout = timeout;
@@ -398,7 +400,7 @@ impl BackendBuilder {
     /// At most this many connections of each [`Serve::http`](crate::Serve::http) listener
     /// without a response yet (or an upgrade) at once; at the bound the oldest is closed.
     /// `None`: `livecount_tower::serve`'s default, half the descriptors `RLIMIT_NOFILE`
-    /// leaves free, at most [`livecount_tower::MAX_DEFAULT_PENDING`]; never above what
+    /// leaves free, at most [`livecount_tower::serve::MAX_DEFAULT_PENDING`]; never above what
     /// the descriptor limit leaves either way. Default `None`.
     pub fn max_pending_connections(mut self, max: impl Into<Option<usize>>) -> Self {
         self.http.max_pending = max.into();

@@ -90,7 +90,8 @@ pub use backend::{Backend, BackendBuilder};
 pub use livecount_report::PrequalEstimator;
 pub use livecount_report::inband::InbandFormat;
 pub use livecount_session::{EndHandle, EndReason};
-pub use livecount_tower::{Drained, TrackedSocket};
+pub use livecount_tower::TrackedSocket;
+pub use livecount_tower::drain::Drained;
 pub use serve::Serve;
 
 /// The layer a [`Backend`] counts requests with, and which requests it counts.

@@ -12,7 +12,9 @@ use axum::Router;
 use axum::response::IntoResponse;
 use http::Request;
 use livecount_report::serve_agent_check;
-use livecount_tower::{DEFAULT_CLOSE_TIMEOUT, Drained, GrpcOnlyLayer};
+use livecount_tower::SocketLimits;
+use livecount_tower::drain::Drained;
+use livecount_tower::grpc::GrpcOnlyLayer;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -56,7 +58,7 @@ use crate::Backend;
 /// 2. the open sessions run until they end or the drain deadline passes (or the
 ///    [`hurry`](Serve::hurry) signal resolves first, a second SIGTERM say);
 /// 3. the rest end `Shutdown` (WebSocket 1012 "service restart", gRPC `UNAVAILABLE`) and
-///    their close frames get [`DEFAULT_CLOSE_TIMEOUT`];
+///    their close frames get [`SocketLimits::DEFAULT_CLOSE_TIMEOUT`];
 /// 4. only now the servers stop accepting and finish, within [`Serve::STOP_BOUND`]; a
 ///    server still busy then is aborted.
 ///
@@ -198,7 +200,7 @@ impl<F: Future<Output = ()> + Send + 'static> Serve<F> {
         if drained.cut > 0 {
             // The cut sessions' close frames go out from their own tasks, each bounded by
             // the close timeout: give them that long before the servers' tasks go.
-            tokio::time::sleep(DEFAULT_CLOSE_TIMEOUT).await;
+            tokio::time::sleep(SocketLimits::DEFAULT_CLOSE_TIMEOUT).await;
         }
         let stopped = tokio::time::timeout(Self::STOP_BOUND, async {
             let mut first = Ok(());

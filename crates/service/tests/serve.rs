@@ -53,11 +53,11 @@ fn the_defaults_are_the_documented_ones() {
     let limits = layer.limits();
     assert_eq!(
         limits.max_session(),
-        Some(livecount_tower::DEFAULT_MAX_SESSION)
+        Some(livecount_tower::StreamLimits::DEFAULT_MAX_SESSION)
     );
     assert_eq!(
         limits.write_timeout(),
-        Some(livecount_tower::DEFAULT_WRITE_TIMEOUT)
+        Some(livecount_tower::StreamLimits::DEFAULT_WRITE_TIMEOUT)
     );
     assert_eq!((limits.idle_timeout(), limits.drop_grace()), (None, None));
     let inband = backend.inband_orca();

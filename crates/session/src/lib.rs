@@ -76,12 +76,13 @@
 //!
 //! # Feature flags
 //!
-//! * `tokio` (default): [`SessionTracker::track`] and [`SessionTracker::track_stream`]
-//!   (deadline, `Completed` / `TimedOut` / `Cancelled` on abort or drop, and a stop at the
-//!   next poll, woken, when anything else ends the session),
-//!   and [`SessionTracker::spawn_reaper`]; [`Session::hold_to`], a session held to
-//!   [`Limits`] (maximum length, a deadline, idle, first frame, write stall) by the
-//!   tracker's one sweeper task over the session table, and [`EndHandle::drain_started`].
+//! * `tokio` (default): [`Session::hold_to`], a session held to [`Limits`] (maximum length,
+//!   a deadline, idle, read idle, first frame, write stall) by the tracker's one sweeper task
+//!   over the session table; [`SessionTracker::reap_after`], ghost reaping by the same
+//!   sweeper; [`SessionTracker::track`] and [`SessionTracker::track_stream`] (a deadline and
+//!   an idle limit held by that sweeper, `Completed` / `TimedOut` / `Cancelled` on abort or
+//!   drop, and a stop at the next poll, woken, when anything else ends the session); and
+//!   [`EndHandle::drain_started`].
 //! * `serde`: `Serialize` / `Deserialize` for [`Snapshot`], [`Window`], [`ByReason`],
 //!   [`DurationsByReason`], [`DurationHistogram`], [`EndReason`] and [`Phase`].
 //!

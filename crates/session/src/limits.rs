@@ -43,11 +43,19 @@ pub struct Limits {
     ///
     /// [`EndHandle::note_heard`]: crate::EndHandle::note_heard
     pub first_frame: Option<Duration>,
-    /// The longest a frame may wait for the transport to take it
-    /// ([`EndHandle::note_polled`], [`EndHandle::note_yielded`]): [`EndCause::Stall`].
+    /// The longest the service may wait to read with nothing arriving
+    /// ([`EndHandle::note_reading`], [`EndHandle::note_read`]): [`EndCause::Idle`]. Unlike
+    /// `idle`, time the service spends elsewhere (sending, thinking) is not the client's
+    /// silence: a WebSocket's idle timeout.
     ///
-    /// [`EndHandle::note_polled`]: crate::EndHandle::note_polled
-    /// [`EndHandle::note_yielded`]: crate::EndHandle::note_yielded
+    /// [`EndHandle::note_reading`]: crate::EndHandle::note_reading
+    /// [`EndHandle::note_read`]: crate::EndHandle::note_read
+    pub read_idle: Option<Duration>,
+    /// The longest a frame may wait for the transport to take it
+    /// ([`EndHandle::note_writing`], [`EndHandle::note_written`]): [`EndCause::Stall`].
+    ///
+    /// [`EndHandle::note_writing`]: crate::EndHandle::note_writing
+    /// [`EndHandle::note_written`]: crate::EndHandle::note_written
     pub write: Option<Duration>,
 }
 
@@ -59,6 +67,7 @@ impl Limits {
             self.deadline,
             self.idle,
             self.first_frame,
+            self.read_idle,
             self.write,
         ]
         .into_iter()
@@ -81,7 +90,8 @@ pub enum EndCause {
     MaxSession = 1,
     /// [`Limits::deadline`] passed: [`TimedOut`](crate::EndReason::TimedOut).
     Deadline = 2,
-    /// [`Limits::idle`] passed: [`Disconnected`](crate::EndReason::Disconnected).
+    /// [`Limits::idle`] or [`Limits::read_idle`] passed:
+    /// [`Disconnected`](crate::EndReason::Disconnected).
     Idle = 3,
     /// [`Limits::first_frame`] passed: [`Disconnected`](crate::EndReason::Disconnected).
     FirstFrame = 4,
@@ -149,11 +159,14 @@ pub(crate) struct SlotLimits {
     deadline: AtomicU64,
     idle: AtomicU64,
     first_frame: AtomicU64,
+    read_idle: AtomicU64,
     write: AtomicU64,
     /// Frames seen either way.
     activity: AtomicU64,
-    /// `polls << 1 | holding`: a frame handed to the transport and not taken yet.
+    /// `writes << 1 | holding`: a frame handed to the transport and not taken yet.
     response: AtomicU64,
+    /// `reads << 1 | waiting`: the service waits to read and nothing has arrived.
+    reading: AtomicU64,
     /// Whether the client has sent anything.
     heard: AtomicBool,
     /// The first limit to claim the session's end (a `EndCause` as `u8`, 0 for none).
@@ -167,6 +180,10 @@ pub(crate) struct SlotLimits {
     /// (0: none).
     seen_response: AtomicU64,
     hold_at: AtomicU64,
+    /// Sweeper-only: the reading word last seen, and since when a wait has been seen
+    /// (0: none).
+    seen_reading: AtomicU64,
+    wait_at: AtomicU64,
 }
 
 impl SlotLimits {
@@ -183,6 +200,8 @@ impl SlotLimits {
         self.idle.store(nanos(limits.idle), Ordering::Relaxed);
         self.first_frame
             .store(nanos(limits.first_frame), Ordering::Relaxed);
+        self.read_idle
+            .store(nanos(limits.read_idle), Ordering::Relaxed);
         self.write.store(nanos(limits.write), Ordering::Relaxed);
         // Release: pairs with the sweeper's Acquire load in `sweep`.
         self.armed.store(true, Ordering::Release);
@@ -209,27 +228,29 @@ impl SlotLimits {
         }
     }
 
-    /// The response is being polled: the transport took its last frame.
+    /// A frame waits for the transport to take it: the write limit's clock runs (from the
+    /// sweep that first sees the wait) until [`written`](SlotLimits::written).
     #[inline]
-    pub(crate) fn polled(&self) {
-        if !self.armed.load(Ordering::Relaxed) {
-            return;
-        }
-        // Relaxed, load + store: the response body is this word's only writer.
-        let polls = self.response.load(Ordering::Relaxed) >> 1;
-        self.response.store((polls + 1) << 1, Ordering::Relaxed);
+    pub(crate) fn writing(&self) {
+        hold(&self.armed, &self.response);
     }
 
-    /// The response handed a frame to the transport.
+    /// The transport took the frame: the write limit's clock stops.
     #[inline]
-    pub(crate) fn yielded(&self) {
-        if !self.armed.load(Ordering::Relaxed) {
-            return;
-        }
-        // Relaxed: as in `polled`.
-        let word = self.response.load(Ordering::Relaxed);
-        self.response.store(word | 1, Ordering::Relaxed);
-        self.frame();
+    pub(crate) fn written(&self) {
+        release(&self.armed, &self.response);
+    }
+
+    /// The service waits to read: the read-idle clock runs until [`read`](SlotLimits::read).
+    #[inline]
+    pub(crate) fn reading(&self) {
+        hold(&self.armed, &self.reading);
+    }
+
+    /// The read is over: the read-idle clock stops.
+    #[inline]
+    pub(crate) fn read(&self) {
+        release(&self.armed, &self.reading);
     }
 
     /// Claims the session's end for `limit`, if no other limit did: `true` if this claim
@@ -258,9 +279,13 @@ impl SlotLimits {
             &self.deadline,
             &self.idle,
             &self.first_frame,
+            &self.read_idle,
             &self.write,
             &self.activity,
             &self.response,
+            &self.reading,
+            &self.seen_reading,
+            &self.wait_at,
             &self.seen_at,
             &self.seen_activity,
             &self.activity_at,
@@ -299,13 +324,8 @@ impl SlotLimits {
             self.seen_activity.store(activity, Ordering::Relaxed);
             self.activity_at.store(stamp, Ordering::Relaxed);
         }
-        let response = self.response.load(Ordering::Relaxed);
-        let holding = response & 1 == 1;
-        if response != self.seen_response.load(Ordering::Relaxed) || !holding {
-            self.seen_response.store(response, Ordering::Relaxed);
-            let since = if holding { stamp } else { 0 };
-            self.hold_at.store(since, Ordering::Relaxed);
-        }
+        let hold_at = held_since(&self.response, &self.seen_response, &self.hold_at, stamp);
+        let wait_at = held_since(&self.reading, &self.seen_reading, &self.wait_at, stamp);
         let past = |since: u64, limit: &AtomicU64| {
             let limit = limit.load(Ordering::Relaxed);
             since != 0 && limit != 0 && stamp.saturating_sub(since) >= limit
@@ -318,9 +338,11 @@ impl SlotLimits {
             Some(EndCause::Deadline)
         } else if past(seen_at, &self.max_session) {
             Some(EndCause::MaxSession)
-        } else if past(self.hold_at.load(Ordering::Relaxed), &self.write) {
+        } else if past(hold_at, &self.write) {
             Some(EndCause::Stall)
-        } else if past(self.activity_at.load(Ordering::Relaxed), &self.idle) {
+        } else if past(self.activity_at.load(Ordering::Relaxed), &self.idle)
+            || past(wait_at, &self.read_idle)
+        {
             Some(EndCause::Idle)
         } else if !self.heard.load(Ordering::Relaxed) && past(seen_at, &self.first_frame) {
             Some(EndCause::FirstFrame)
@@ -332,5 +354,198 @@ impl SlotLimits {
     /// Whether the session is armed.
     pub(crate) fn is_armed(&self) -> bool {
         self.armed.load(Ordering::Relaxed)
+    }
+}
+
+/// Marks a hold in `word` (`count << 1 | held`) as going on: its one writer at a time (the
+/// task that polls the transport that way) sets the low bit. Only on an armed session.
+#[inline]
+fn hold(armed: &AtomicBool, word: &AtomicU64) {
+    // Relaxed: a word the sweeper compares with its last reading; a late view only delays.
+    if armed.load(Ordering::Relaxed) {
+        let held = word.load(Ordering::Relaxed);
+        if held & 1 == 0 {
+            word.store(held | 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Marks the hold in `word` as over: the count goes up, the bit clears, so the sweeper
+/// sees a change even if a new hold began before it looked.
+#[inline]
+fn release(armed: &AtomicBool, word: &AtomicU64) {
+    // Relaxed: as in `hold`.
+    if armed.load(Ordering::Relaxed) {
+        let count = word.load(Ordering::Relaxed) >> 1;
+        word.store((count + 1) << 1, Ordering::Relaxed);
+    }
+}
+
+/// Sweeper-only: since when (sweeper stamp) the hold in `word` has been seen unchanged, 0 if
+/// none is held; `seen` and `since` remember the last reading.
+fn held_since(word: &AtomicU64, seen: &AtomicU64, since: &AtomicU64, stamp: u64) -> u64 {
+    // Relaxed: the sweeper is `seen`'s and `since`'s only writer; see `hold` for `word`.
+    let now = word.load(Ordering::Relaxed);
+    let held = now & 1 == 1;
+    if now != seen.load(Ordering::Relaxed) || !held {
+        seen.store(now, Ordering::Relaxed);
+        since.store(if held { stamp } else { 0 }, Ordering::Relaxed);
+    }
+    since.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn armed(limits: Limits) -> SlotLimits {
+        let slot = SlotLimits::default();
+        assert!(slot.arm(&limits));
+        slot
+    }
+
+    fn secs(s: u64) -> Option<Duration> {
+        Some(Duration::from_secs(s))
+    }
+
+    #[test]
+    fn an_unarmed_slot_passes_no_limit_and_notes_nothing() {
+        let slot = SlotLimits::default();
+        assert!(!slot.arm(&Limits::default()));
+        slot.frame();
+        slot.reading();
+        slot.writing();
+        assert_eq!(slot.sweep(0), None);
+        assert_eq!(slot.sweep(u64::MAX / 2), None);
+        assert_eq!(slot.activity.load(Ordering::Relaxed), 0);
+        assert_eq!(slot.reading.load(Ordering::Relaxed), 0);
+        assert_eq!(slot.response.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn first_frame_counts_from_the_first_sweep_and_a_heard_client_is_exempt() {
+        let slot = armed(Limits {
+            first_frame: secs(10),
+            ..Limits::default()
+        });
+        assert_eq!(slot.sweep(5 * S), None); // first sighting
+        assert_eq!(slot.sweep(15 * S - 1), None); // a nanosecond short
+        assert_eq!(slot.sweep(15 * S), Some(EndCause::FirstFrame));
+        let heard = armed(Limits {
+            first_frame: secs(10),
+            ..Limits::default()
+        });
+        assert_eq!(heard.sweep(0), None);
+        heard.heard();
+        assert_eq!(heard.sweep(60 * S), None);
+    }
+
+    #[test]
+    fn idle_counts_from_the_sweep_that_saw_the_last_frame() {
+        let slot = armed(Limits {
+            idle: secs(10),
+            ..Limits::default()
+        });
+        assert_eq!(slot.sweep(0), None);
+        slot.frame();
+        assert_eq!(slot.sweep(8 * S), None); // the frame seen at 8 s
+        assert_eq!(slot.sweep(17 * S), None);
+        assert_eq!(slot.sweep(18 * S), Some(EndCause::Idle));
+    }
+
+    #[test]
+    fn read_idle_counts_only_a_wait_to_read() {
+        let slot = armed(Limits {
+            read_idle: secs(10),
+            ..Limits::default()
+        });
+        // Never waiting to read (the service busy elsewhere): never idle.
+        assert_eq!(slot.sweep(0), None);
+        assert_eq!(slot.sweep(100 * S), None);
+        // A wait seen at 100 s, unchanged: idle at 110 s.
+        slot.reading();
+        assert_eq!(slot.sweep(100 * S), None);
+        assert_eq!(slot.sweep(109 * S), None);
+        // A message, then a new wait before the next sweep: the clock starts over.
+        slot.read();
+        slot.reading();
+        assert_eq!(slot.sweep(109 * S + 1), None);
+        assert_eq!(slot.sweep(119 * S), None);
+        assert_eq!(slot.sweep(119 * S + 1), Some(EndCause::Idle));
+        // Frames either way do not count for it.
+        let busy = armed(Limits {
+            read_idle: secs(10),
+            ..Limits::default()
+        });
+        busy.reading();
+        assert_eq!(busy.sweep(0), None);
+        busy.frame();
+        assert_eq!(busy.sweep(10 * S), Some(EndCause::Idle));
+    }
+
+    #[test]
+    fn a_write_held_for_the_limit_is_a_stall_and_a_written_frame_stops_the_clock() {
+        let slot = armed(Limits {
+            write: secs(5),
+            ..Limits::default()
+        });
+        slot.writing();
+        assert_eq!(slot.sweep(0), None);
+        slot.written();
+        assert_eq!(slot.sweep(5 * S), None, "the frame was taken");
+        slot.writing();
+        assert_eq!(slot.sweep(6 * S), None);
+        slot.writing(); // still the same hold
+        assert_eq!(slot.sweep(11 * S), Some(EndCause::Stall));
+    }
+
+    #[test]
+    fn the_earlier_of_deadline_and_max_session_names_the_end() {
+        let deadline_first = armed(Limits {
+            max_session: secs(60),
+            deadline: secs(5),
+            ..Limits::default()
+        });
+        assert_eq!(deadline_first.sweep(0), None);
+        assert_eq!(deadline_first.sweep(60 * S), Some(EndCause::Deadline));
+        let max_first = armed(Limits {
+            max_session: secs(5),
+            deadline: secs(60),
+            ..Limits::default()
+        });
+        assert_eq!(max_first.sweep(0), None);
+        assert_eq!(max_first.sweep(60 * S), Some(EndCause::MaxSession));
+    }
+
+    #[test]
+    fn reset_forgets_everything() {
+        let slot = armed(Limits {
+            read_idle: secs(1),
+            write: secs(1),
+            ..Limits::default()
+        });
+        slot.reading();
+        slot.writing();
+        slot.heard();
+        assert!(slot.claim(EndCause::Idle));
+        slot.reset();
+        assert!(!slot.is_armed());
+        assert_eq!(slot.cause(), None);
+        assert_eq!(slot.sweep(10 * S), None);
+        assert!(slot.claim(EndCause::Stall), "the claim is free again");
+        slot.reset();
+        let fresh = SlotLimits::default();
+        for (a, b) in [
+            (&slot.reading, &fresh.reading),
+            (&slot.response, &fresh.response),
+            (&slot.read_idle, &fresh.read_idle),
+            (&slot.wait_at, &fresh.wait_at),
+            (&slot.seen_reading, &fresh.seen_reading),
+        ] {
+            assert_eq!(a.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
+        }
+        assert!(!slot.heard.load(Ordering::Relaxed));
     }
 }

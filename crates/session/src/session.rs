@@ -250,7 +250,8 @@ impl<C: Counter, M> Session<C, M> {
     /// ends it at a limit with [`EndCause::reason`], and [`EndHandle::ended_by`] tells which.
     /// The edge reports the session's traffic through its handle
     /// ([`EndHandle::note_frame`], [`note_heard`](EndHandle::note_heard),
-    /// [`note_polled`](EndHandle::note_polled), [`note_yielded`](EndHandle::note_yielded)).
+    /// [`note_reading`](EndHandle::note_reading), [`note_read`](EndHandle::note_read),
+    /// [`note_writing`](EndHandle::note_writing), [`note_written`](EndHandle::note_written)).
     /// Returns `false`, holding it to nothing, outside a tokio runtime, when `limits` has
     /// no limit, or when every handle of its tracker is gone; call it once, right after the
     /// start.
@@ -289,6 +290,18 @@ impl<C: Counter, M> Session<C, M> {
             Some(tracker) => crate::sweeper::ensure(&tracker),
             None => false,
         }
+    }
+
+    /// A frame passed (the tokio adaptors' items): see [`EndHandle::note_frame`].
+    #[cfg(feature = "tokio")]
+    pub(crate) fn note_frame(&self) {
+        self.held.limits().frame();
+    }
+
+    /// The limit that ended the session, if one did: see [`EndHandle::ended_by`].
+    #[cfg(feature = "tokio")]
+    pub(crate) fn ended_by(&self) -> Option<EndCause> {
+        self.held.ended_by()
     }
 
     /// Ends the session for `reason`: `true` if this call ended it, `false` if something
@@ -483,18 +496,33 @@ impl<C: Counter, M> EndHandle<C, M> {
         self.held.limits().heard();
     }
 
-    /// The response is being polled: the transport took the frame it was given last (the
-    /// write limit's clock stops). Only the response's own task calls it.
+    /// The service waits to read from the client: the [`read_idle`](Limits::read_idle)
+    /// clock runs until [`note_read`](EndHandle::note_read). Only the task that reads calls
+    /// it.
     #[inline]
-    pub fn note_polled(&self) {
-        self.held.limits().polled();
+    pub fn note_reading(&self) {
+        self.held.limits().reading();
     }
 
-    /// The response handed a frame to the transport (the write limit's clock runs until the
-    /// next [`note_polled`](EndHandle::note_polled)); counts as a frame too.
+    /// The read is over (something arrived, or the reader gave the wait up): the read-idle
+    /// clock stops. What arrived is [`note_heard`](EndHandle::note_heard)'s to say.
     #[inline]
-    pub fn note_yielded(&self) {
-        self.held.limits().yielded();
+    pub fn note_read(&self) {
+        self.held.limits().read();
+    }
+
+    /// A frame waits for the transport to take it: the [`write`](Limits::write) limit's
+    /// clock runs until [`note_written`](EndHandle::note_written). Only the task that writes
+    /// calls it.
+    #[inline]
+    pub fn note_writing(&self) {
+        self.held.limits().writing();
+    }
+
+    /// The transport took the frame: the write limit's clock stops.
+    #[inline]
+    pub fn note_written(&self) {
+        self.held.limits().written();
     }
 
     /// Ends the session for `limit` (a limit the edge found itself, such as a message above

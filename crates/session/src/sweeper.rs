@@ -1,6 +1,7 @@
-//! `Sweeper`: the one task per tracker that holds its sessions to their [`Limits`]: every
-//! period it walks the session table and ends the armed sessions past a limit, through the
-//! same exactly-once end as every other ending. No timer, task or registry per session.
+//! `Sweeper`: the one task per tracker that holds its sessions to their [`Limits`] and reaps
+//! its ghosts: every period it walks the session table and ends the armed sessions past a
+//! limit, and (if reaping is on) the sessions untouched for too long, through the same
+//! exactly-once end as every other ending. No timer, task or registry per session.
 //!
 //! [`Limits`]: crate::Limits
 
@@ -23,6 +24,9 @@ pub(crate) struct Sweeper {
     running: AtomicBool,
     /// A quarter of the shortest limit ever armed on the tracker, in nanoseconds, clamped.
     period: AtomicU64,
+    /// How long a session may go untouched before the sweeper reaps it, in nanoseconds
+    /// (0: it does not reap).
+    reap: AtomicU64,
 }
 
 impl Sweeper {
@@ -30,19 +34,46 @@ impl Sweeper {
         Sweeper {
             running: AtomicBool::new(false),
             period: AtomicU64::new(MAX_PERIOD.as_nanos() as u64),
+            reap: AtomicU64::new(0),
         }
     }
 
     /// Shortens the period for `limits` if they need it (a write only then: the line stays
     /// shared, not written, in the steady state).
     pub(crate) fn fit(&self, limits: &Limits) {
-        let Some(shortest) = limits.shortest() else {
-            return;
-        };
+        if let Some(shortest) = limits.shortest() {
+            self.fit_to(shortest);
+        }
+    }
+
+    /// Shortens the period for a limit of `shortest`, if it needs it.
+    fn fit_to(&self, shortest: Duration) {
         let period = (shortest / 4).clamp(MIN_PERIOD, MAX_PERIOD).as_nanos() as u64;
         // Relaxed: a period the sweeper reads at its next sleep; a late view only delays.
         if period < self.period.load(Ordering::Relaxed) {
             self.period.fetch_min(period, Ordering::Relaxed);
+        }
+    }
+
+    /// Reaps sessions untouched for longer than `idle` from the next sweep on; `None`
+    /// stops reaping.
+    pub(crate) fn reap_after(&self, idle: Option<Duration>) {
+        if let Some(idle) = idle {
+            self.fit_to(idle);
+        }
+        let nanos = idle.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        });
+        // Relaxed: a setting the sweeper reads at its next sweep.
+        self.reap.store(nanos, Ordering::Relaxed);
+    }
+
+    /// The reaping limit, if the sweeper reaps.
+    fn reap_limit(&self) -> Option<Duration> {
+        // Relaxed: see `reap_after`.
+        match self.reap.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(Duration::from_nanos(nanos)),
         }
     }
 
@@ -96,7 +127,7 @@ where
 }
 
 /// The task: a sweep every period, until the tracker's other handles are gone and no armed
-/// session is left.
+/// session is left (a session left to reap then has nobody to count it for).
 async fn run<C, M>(running: Running<C, M>)
 where
     C: Counter + Send + Sync + 'static,
@@ -107,7 +138,12 @@ where
     loop {
         tokio::time::sleep(tracker.sweeper().period()).await;
         let now = u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
-        let armed = tracker.sweep(now);
+        // The reaper's clock is tokio's too, so a paused test runtime reaps by virtual time.
+        let reap = tracker
+            .sweeper()
+            .reap_limit()
+            .map(|idle| (tokio::time::Instant::now().into_std(), idle));
+        let armed = tracker.sweep(now, reap);
         if armed == 0 && tracker.is_last_handle() {
             return;
         }

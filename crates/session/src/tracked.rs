@@ -1,5 +1,6 @@
-//! tokio integration: [`Tracked`] futures and [`TrackedStream`]s with a deadline, and a
-//! background reaper.
+//! tokio integration: [`Tracked`] futures and [`TrackedStream`]s with a deadline (and an
+//! idle limit), held by the tracker's one sweeper like every other [`Limits`], and reaping
+//! by the same sweeper.
 
 use std::fmt;
 use std::future::Future;
@@ -10,9 +11,8 @@ use std::time::Duration;
 use futures_core::Stream;
 use livecount::Counter;
 use pin_project_lite::pin_project;
-use tokio::task::JoinHandle;
-use tokio::time::{Instant, Sleep};
 
+use crate::limits::{EndCause, Limits};
 use crate::phase::Phase;
 use crate::reason::EndReason;
 use crate::session::{EndHandle, Session};
@@ -132,6 +132,17 @@ impl StreamEnd {
             StreamEnd::Elsewhere(session.reason().unwrap_or(own.reason()))
         }
     }
+
+    /// What a recorded end with `reason` was, seen from the stream: one of its own limits
+    /// (the sweeper ended it for the stream's deadline or idle limit) or an end from
+    /// elsewhere.
+    fn of<C: Counter, M>(session: &Session<C, M>, reason: EndReason) -> StreamEnd {
+        match session.ended_by() {
+            Some(EndCause::MaxSession) => StreamEnd::Deadline,
+            Some(EndCause::Idle) => StreamEnd::Idle,
+            _ => StreamEnd::Elsewhere(reason),
+        }
+    }
 }
 
 /// Owns the session while it is tracked; ends it `Cancelled` if dropped unfinished (the
@@ -174,23 +185,43 @@ pin_project! {
     pub struct Tracked<F, C: Counter, M> {
         #[pin]
         future: F,
-        #[pin]
-        deadline: Sleep,
         session: CancelOnDrop<C, M>,
         done: bool,
     }
 }
 
-impl<F: Future, C: Counter, M> Tracked<F, C, M> {
-    /// Tracks `future` as `session`, with a deadline `timeout` from now.
+impl<F: Future, C: Counter + 'static, M: Send + Sync + 'static> Tracked<F, C, M> {
+    /// Tracks `future` as `session`, with a deadline `timeout` from now, held by the
+    /// tracker's sweeper (see [`Limits`]: the end comes at the deadline or up to two sweeper
+    /// periods later, never earlier).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (nothing would hold the deadline), or when every handle of
+    /// the session's tracker is gone.
     pub fn new(session: Session<C, M>, future: F, timeout: Duration) -> Self {
+        hold(
+            &session,
+            Limits {
+                max_session: Some(timeout),
+                ..Limits::default()
+            },
+        );
         Tracked {
             future,
-            deadline: tokio::time::sleep(timeout),
             session: CancelOnDrop(session),
             done: false,
         }
     }
+}
+
+/// Holds a tracked session to `limits`, or panics: a deadline nothing holds is a bug to
+/// see at once, not a session that never times out.
+fn hold<C: Counter + 'static, M: Send + Sync + 'static>(session: &Session<C, M>, limits: Limits) {
+    assert!(
+        session.hold_to(limits),
+        "a tracked session needs a tokio runtime and a live tracker: nothing would hold its limits"
+    );
 }
 
 impl<F, C: Counter, M> Tracked<F, C, M> {
@@ -229,12 +260,6 @@ impl<F: Future, C: Counter, M> Future for Tracked<F, C, M> {
             *this.done = true;
             session.end(EndReason::Completed); // `false` if an end raced in: the work is done
             return Poll::Ready(Ok(output));
-        }
-        if this.deadline.poll(cx).is_ready() {
-            *this.done = true;
-            return Poll::Ready(Err(EndedEarly {
-                reason: end_for(session, EndReason::TimedOut),
-            }));
         }
         // Register for the end last: an end from now on wakes this task.
         match session.poll_ended(cx) {
@@ -297,49 +322,32 @@ pin_project! {
     pub struct TrackedStream<S, C: Counter, M> {
         #[pin]
         stream: S,
-        // One timer for both limits: armed at the deadline or the idle limit, whichever
-        // comes first, and re-armed only when it fires early for an idle limit that items
-        // have pushed back since.
-        #[pin]
-        timer: Sleep,
-        deadline: Instant,
-        idle: Option<Idle>,
+        // The limits the session is held to (the sweeper's, re-armed by `idle_timeout`).
+        limits: Limits,
         session: CancelOnDrop<C, M>,
         // `Some` once the stream has yielded its `None`.
         stopped: Option<StreamEnd>,
     }
 }
 
-/// The idle timeout of a [`TrackedStream`]: its limit, and when the last item came.
-#[derive(Clone, Copy, Debug)]
-struct Idle {
-    limit: Duration,
-    last_item: Instant,
-}
-
-impl Idle {
-    /// When the stream has been silent for the limit, unless another item comes.
-    fn due(&self) -> Instant {
-        after(self.last_item, self.limit)
-    }
-}
-
-/// `from + d`, saturating at about 30 years on (as tokio's own `sleep` does) instead of
-/// overflowing.
-fn after(from: Instant, d: Duration) -> Instant {
-    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
-    from.checked_add(d).unwrap_or(from + FAR)
-}
-
-impl<S: Stream, C: Counter, M> TrackedStream<S, C, M> {
-    /// Tracks `stream` as `session`, with a deadline `timeout` from now.
+impl<S: Stream, C: Counter + 'static, M: Send + Sync + 'static> TrackedStream<S, C, M> {
+    /// Tracks `stream` as `session`, with a deadline `timeout` from now, held by the
+    /// tracker's sweeper (see [`Limits`]: the end comes at the deadline or up to two sweeper
+    /// periods later, never earlier).
+    ///
+    /// # Panics
+    ///
+    /// As [`Tracked::new`]: outside a tokio runtime, or when every handle of the session's
+    /// tracker is gone.
     pub fn new(session: Session<C, M>, stream: S, timeout: Duration) -> Self {
-        let deadline = after(Instant::now(), timeout);
+        let limits = Limits {
+            max_session: Some(timeout),
+            ..Limits::default()
+        };
+        hold(&session, limits);
         TrackedStream {
             stream,
-            timer: tokio::time::sleep_until(deadline),
-            deadline,
-            idle: None,
+            limits,
             session: CancelOnDrop(session),
             stopped: None,
         }
@@ -350,9 +358,9 @@ impl<S: Stream, C: Counter, M> TrackedStream<S, C, M> {
     /// missed its heartbeat. [`Reaped`](EndReason::Reaped) stays the reaper's, for sessions
     /// nothing tracks. A deadline due no later than the idle limit wins: `TimedOut`.
     ///
-    /// Cheap per item: one read of tokio's clock, no timer reset. The one timer is re-armed
-    /// only when the idle limit it was armed for comes and items have pushed it back, at
-    /// most once per `limit`. A zero `limit` ends the stream at its first poll.
+    /// Cheap per item: a relaxed add on the session's own slot, no clock read, no timer.
+    /// The tracker's sweeper sees the silence (at the limit or up to two sweeper periods
+    /// later); a zero `limit` ends the stream at the sweeper's next look.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -379,13 +387,8 @@ impl<S: Stream, C: Counter, M> TrackedStream<S, C, M> {
     /// # }
     /// ```
     pub fn idle_timeout(mut self, limit: Duration) -> Self {
-        let idle = Idle {
-            limit,
-            last_item: Instant::now(),
-        };
-        // Not polled yet, so neither timer was ever registered: replacing it costs nothing.
-        self.timer = tokio::time::sleep_until(idle.due().min(self.deadline));
-        self.idle = Some(idle);
+        self.limits.idle = Some(limit);
+        hold(&self.session.0, self.limits);
         self
     }
 }
@@ -438,21 +441,15 @@ impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
         }
         let session = &this.session.0;
         if let Some(reason) = session.reason() {
-            // Ended elsewhere (a disconnect, the reaper, a shutdown): stop here.
-            *this.stopped = Some(StreamEnd::Elsewhere(reason));
-            return Poll::Ready(None);
-        }
-        // The timer first, so a stream that is always ready cannot outrun it.
-        if let Some(own) = expired(this.timer, *this.deadline, this.idle.as_ref(), cx) {
-            *this.stopped = Some(StreamEnd::ended(session, own));
+            // Ended: by the sweeper for one of the stream's limits, or elsewhere (a
+            // disconnect, the reaper, a shutdown). Stop here.
+            *this.stopped = Some(StreamEnd::of(session, reason));
             return Poll::Ready(None);
         }
         match this.stream.poll_next(cx) {
             Poll::Ready(Some(item)) => {
                 session.touch();
-                if let Some(idle) = this.idle {
-                    idle.last_item = Instant::now();
-                }
+                session.note_frame();
                 Poll::Ready(Some(item))
             }
             Poll::Ready(None) => {
@@ -462,7 +459,7 @@ impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
             // Register for the end last: an end from now on wakes this task.
             Poll::Pending => match session.poll_ended(cx) {
                 Poll::Ready(reason) => {
-                    *this.stopped = Some(StreamEnd::Elsewhere(reason));
+                    *this.stopped = Some(StreamEnd::of(session, reason));
                     Poll::Ready(None)
                 }
                 Poll::Pending => Poll::Pending,
@@ -471,41 +468,7 @@ impl<S: Stream, C: Counter, M> Stream for TrackedStream<S, C, M> {
     }
 }
 
-/// Polls a [`TrackedStream`]'s timer: which limit came, the deadline (`TimedOut`) or the
-/// idle limit (`Disconnected`), else `None` with the timer registered for the earlier of
-/// the two.
-///
-/// The timer fired at the instant it was armed for. That is the deadline, or an idle limit:
-/// still the limit if no item came since it was armed, else pushed back by the items, and
-/// then the timer is re-armed for the new limit (a later instant, so this loop ends).
-fn expired(
-    mut timer: Pin<&mut Sleep>,
-    deadline: Instant,
-    idle: Option<&Idle>,
-    cx: &mut Context<'_>,
-) -> Option<StreamEnd> {
-    while timer.as_mut().poll(cx).is_ready() {
-        let fired_at = timer.deadline();
-        let Some(idle) = idle.filter(|_| fired_at < deadline) else {
-            return Some(StreamEnd::Deadline);
-        };
-        let due = idle.due();
-        if due <= fired_at {
-            return Some(StreamEnd::Idle);
-        }
-        timer.as_mut().reset(due.min(deadline));
-    }
-    None
-}
-
-/// Ends `session` for `reason` and returns the reason it recorded (another, if an end raced
-/// in first).
-fn end_for<C: Counter, M>(session: &Session<C, M>, reason: EndReason) -> EndReason {
-    session.end(reason);
-    session.reason().unwrap_or(reason)
-}
-
-impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
+impl<C: Counter + 'static, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// Starts a session and runs `future` as it, with a deadline `timeout` from now: see
     /// [`Tracked`].
     ///
@@ -603,18 +566,21 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     }
 }
 
-impl<C: Counter + 'static, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
-    /// Spawns a task that calls [`reap`](SessionTracker::reap) every `every`, ending sessions
-    /// idle longer than `idle_longer_than`. Time is tokio's clock, so a paused test runtime
-    /// reaps by virtual time. Abort the returned handle to stop it.
+impl<C, M> SessionTracker<C, M>
+where
+    C: Counter + Send + Sync + 'static,
+    M: Send + Sync + 'static,
+{
+    /// Reaps ghosts: from now on the tracker's sweeper (the one task that holds sessions to
+    /// their [`Limits`](crate::Limits), spawned on the current runtime if none runs) ends
+    /// every session untouched for longer than `idle` ([`touch`](crate::Session::touch),
+    /// a phase change or its start) with [`EndReason::Reaped`], as [`reap`](Self::reap)
+    /// would; `None` stops reaping. Time is tokio's clock, so a paused test runtime reaps by
+    /// virtual time; a ghost is reaped after `idle` and at most two sweeper periods (a
+    /// quarter of the shortest limit, between 10 ms and 1 s) more.
     ///
     /// Each reaped session's tracked future or stream is woken and ends at once (see
-    /// [`TrackedStream`]).
-    ///
-    /// # Panics
-    ///
-    /// At the call (not inside the task) if `every` is zero, and, as `tokio::spawn` does,
-    /// outside a tokio runtime.
+    /// [`TrackedStream`]). Returns `false`, reaping nothing, outside a tokio runtime.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -623,26 +589,20 @@ impl<C: Counter + 'static, M: Clone + Send + Sync + 'static> SessionTracker<C, M
     /// use std::time::Duration;
     ///
     /// let tracker = SessionTracker::new();
-    /// let reaper = tracker.spawn_reaper(Duration::from_secs(10), Duration::from_secs(60));
+    /// assert!(tracker.reap_after(Duration::from_secs(60)));
     /// std::mem::forget(tracker.start()); // leaked guard
-    /// tokio::time::sleep(Duration::from_secs(75)).await;
+    /// tokio::time::sleep(Duration::from_secs(59)).await;
+    /// assert_eq!(tracker.active(), 1);
+    /// tokio::time::sleep(Duration::from_secs(3)).await;
     /// assert_eq!(tracker.active(), 0);
-    /// reaper.abort();
     /// # }
     /// ```
-    pub fn spawn_reaper(&self, every: Duration, idle_longer_than: Duration) -> JoinHandle<()> {
-        assert!(
-            !every.is_zero(),
-            "spawn_reaper: the reaping period `every` must be non-zero"
-        );
-        let tracker = self.clone();
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(every);
-            loop {
-                ticks.tick().await;
-                tracker.reap_at(tokio::time::Instant::now().into_std(), idle_longer_than);
-            }
-        })
+    pub fn reap_after(&self, idle: impl Into<Option<Duration>>) -> bool {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return false;
+        }
+        self.sweeper().reap_after(idle.into());
+        crate::sweeper::ensure(self)
     }
 }
 

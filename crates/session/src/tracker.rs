@@ -492,12 +492,23 @@ impl<C: Counter, M> SessionTracker<C, M> {
     }
 
     /// One sweep at sweeper time `now`: ends every armed session past a limit (claiming
-    /// the end for the limit first); returns how many armed sessions it found.
+    /// the end for the limit first) and, with `reap` (the time, and the reaping limit), every
+    /// session untouched for longer, [`Reaped`](EndReason::Reaped); returns how many armed
+    /// sessions it found.
     #[cfg(feature = "tokio")]
-    pub(crate) fn sweep(&self, now: u64) -> usize {
+    pub(crate) fn sweep(&self, now: u64, reap: Option<(Instant, Duration)>) -> usize {
         let (tally, clock) = (&self.state().tally, &self.state().clock);
+        let reap = reap.map(|(at, idle)| (at, clock.nanos_of(at), idle));
         let mut armed = 0;
         Shared::for_each(self.shared, |slot| {
+            if let Some((at, at_nanos, idle)) = reap {
+                let last = clock.instant(slot.last_activity());
+                if at.saturating_duration_since(last) > idle
+                    && slot.end(EndReason::Reaped, tally, clock, Some(at_nanos))
+                {
+                    return;
+                }
+            }
             if !slot.limits.is_armed() {
                 return;
             }

@@ -30,7 +30,7 @@ use crate::limits::is_grpc;
 ///
 /// ```
 /// use livecount_session::SessionTracker;
-/// use livecount_tower::{GrpcOnlyLayer, SessionLayer};
+/// use livecount_tower::{SessionLayer, grpc::GrpcOnlyLayer};
 ///
 /// let tracker: SessionTracker = SessionTracker::new();
 /// let server = tonic::transport::Server::builder()
@@ -47,7 +47,7 @@ impl GrpcOnlyLayer {
     ///
     /// ```
     /// use tower::Layer;
-    /// let service = livecount_tower::GrpcOnlyLayer::new().layer(tower::service_fn(|_: http::Request<()>| async {
+    /// let service = livecount_tower::grpc::GrpcOnlyLayer::new().layer(tower::service_fn(|_: http::Request<()>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
     /// }));
     /// # let _ = service;
@@ -75,7 +75,7 @@ impl<S> Layer<S> for GrpcOnlyLayer {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// use http::{Request, Response};
-/// use livecount_tower::GrpcOnly;
+/// use livecount_tower::grpc::GrpcOnly;
 /// use tower::ServiceExt;
 ///
 /// let inner = tower::service_fn(|_: Request<()>| async {
@@ -99,7 +99,7 @@ impl<S> GrpcOnly<S> {
     /// `inner`, answering requests that are not gRPC with 415.
     ///
     /// ```
-    /// let service = livecount_tower::GrpcOnly::new(tower::service_fn(|_: http::Request<()>| async {
+    /// let service = livecount_tower::grpc::GrpcOnly::new(tower::service_fn(|_: http::Request<()>| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
     /// }));
     /// # let _ = service;

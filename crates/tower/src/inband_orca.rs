@@ -49,7 +49,7 @@ use crate::map_response::{MapResponse, MapResponseFuture};
 /// use axum::{Router, routing::get};
 /// use livecount_capacity::CapacityConfig;
 /// use livecount_report::LoadBoard;
-/// use livecount_tower::InbandOrcaLayer;
+/// use livecount_tower::grpc::InbandOrcaLayer;
 /// use tower::ServiceExt;
 ///
 /// let board = Arc::new(LoadBoard::new("b1", CapacityConfig::builder().build().unwrap()));
@@ -80,7 +80,7 @@ impl InbandOrcaLayer {
     /// # use std::sync::Arc;
     /// # let board = Arc::new(livecount_report::LoadBoard::new("b", livecount_capacity::CapacityConfig::builder().build().unwrap()));
     /// use livecount_report::inband::InbandFormat;
-    /// let layer = livecount_tower::InbandOrcaLayer::new(board);
+    /// let layer = livecount_tower::grpc::InbandOrcaLayer::new(board);
     /// assert_eq!((layer.http(), layer.grpc()), (Some(InbandFormat::Text), Some(InbandFormat::Bin)));
     /// ```
     pub fn new(board: Arc<LoadBoard>) -> Self {
@@ -94,8 +94,8 @@ impl InbandOrcaLayer {
     /// # let board = Arc::new(livecount_report::LoadBoard::new("b", livecount_capacity::CapacityConfig::builder().build().unwrap()));
     /// use livecount_report::inband::InbandOrca;
     /// let shared = Arc::new(InbandOrca::new(board));
-    /// let http = livecount_tower::InbandOrcaLayer::from_source(Arc::clone(&shared));
-    /// let grpc = livecount_tower::InbandOrcaLayer::from_source(shared);
+    /// let http = livecount_tower::grpc::InbandOrcaLayer::from_source(Arc::clone(&shared));
+    /// let grpc = livecount_tower::grpc::InbandOrcaLayer::from_source(shared);
     /// # let _ = (http, grpc);
     /// ```
     pub fn from_source(source: Arc<InbandOrca>) -> Self {
@@ -112,7 +112,7 @@ impl InbandOrcaLayer {
     /// # use std::sync::Arc;
     /// # let board = Arc::new(livecount_report::LoadBoard::new("b", livecount_capacity::CapacityConfig::builder().build().unwrap()));
     /// use livecount_report::inband::InbandFormat;
-    /// let layer = livecount_tower::InbandOrcaLayer::new(board).http_format(Some(InbandFormat::Json));
+    /// let layer = livecount_tower::grpc::InbandOrcaLayer::new(board).http_format(Some(InbandFormat::Json));
     /// assert_eq!(layer.http(), Some(InbandFormat::Json));
     /// ```
     pub fn http_format(mut self, format: Option<InbandFormat>) -> Self {
@@ -126,7 +126,7 @@ impl InbandOrcaLayer {
     /// ```
     /// # use std::sync::Arc;
     /// # let board = Arc::new(livecount_report::LoadBoard::new("b", livecount_capacity::CapacityConfig::builder().build().unwrap()));
-    /// let layer = livecount_tower::InbandOrcaLayer::new(board).grpc_format(None);
+    /// let layer = livecount_tower::grpc::InbandOrcaLayer::new(board).grpc_format(None);
     /// assert_eq!(layer.grpc(), None);
     /// ```
     pub fn grpc_format(mut self, format: Option<InbandFormat>) -> Self {

@@ -11,11 +11,11 @@ use livecount_session::{Session, SessionTracker, StartError};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::body::{Deferred, end_after};
-use crate::future::{RequestKind, ResponseFuture};
-use crate::limits::{Limit, StreamLimits, Unwatched, Watched, grpc_timeout, is_grpc};
+use crate::limits::{Inspected, Limit, PassThrough, StreamLimits, grpc_timeout, is_grpc};
 use crate::request_body::RequestBody;
-use crate::watch::{Watch, Watcher};
+use crate::response_future::{RequestKind, ResponseFuture};
+use crate::session_body::{Deferred, end_after};
+use crate::traffic::{RequestLimits, Traffic};
 
 /// Which requests a [`SessionLayer`] counts. Implemented by [`CountAll`] and by every
 /// `Fn(&Request<B>) -> bool` (`Clone` if the layer is to be cloned).
@@ -72,11 +72,11 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// | the maximum session length passed ([`StreamLimits`]) | [`TimedOut`](livecount_session::EndReason::TimedOut), gRPC `DEADLINE_EXCEEDED` "max session length" |
 /// | a gRPC request's `grpc-timeout` passed first ([`grpc_timeout`](Self::grpc_timeout)) | `TimedOut`, gRPC `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)" |
 /// | a response frame waited for the transport for the write timeout (the peer stopped reading) | [`Disconnected`](livecount_session::EndReason::Disconnected), no status (nobody reads it) |
-/// | no frame either way for the idle timeout ([`Watched`] only) | `Disconnected`, gRPC `DEADLINE_EXCEEDED` "idle timeout" |
-/// | nothing from the client for the first-frame timeout ([`Watched`] only) | `Disconnected`, gRPC `DEADLINE_EXCEEDED` "first frame timeout" |
-/// | a request message above the limit ([`Watched`] only) | `Failed`, gRPC `RESOURCE_EXHAUSTED` |
-/// | the request body failed with a stream reset `CANCEL` (HTTP/2 `RST_STREAM`: the client cancelled; [`Watched`] only) | `Cancelled` at once, no status (nobody reads it) |
-/// | the request body failed otherwise (the connection or stream broke: an I/O error, a `GOAWAY`, a reset with another code such as a proxy's `INTERNAL_ERROR`, a body cut short; [`Watched`] only) | `Disconnected` at once, no status |
+/// | no frame either way for the idle timeout ([`Inspected`] only) | `Disconnected`, gRPC `DEADLINE_EXCEEDED` "idle timeout" |
+/// | nothing from the client for the first-frame timeout ([`Inspected`] only) | `Disconnected`, gRPC `DEADLINE_EXCEEDED` "first frame timeout" |
+/// | a request message above the limit ([`Inspected`] only) | `Failed`, gRPC `RESOURCE_EXHAUSTED` |
+/// | the request body failed with a stream reset `CANCEL` (HTTP/2 `RST_STREAM`: the client cancelled; [`Inspected`] only) | `Cancelled` at once, no status (nobody reads it) |
+/// | the request body failed otherwise (the connection or stream broke: an I/O error, a `GOAWAY`, a reset with another code such as a proxy's `INTERNAL_ERROR`, a body cut short; [`Inspected`] only) | `Disconnected` at once, no status |
 /// | the tracker is at its cap ([`SessionTracker::with_max_sessions`]) | not started: counted refused; gRPC `RESOURCE_EXHAUSTED`, else 503 with `Retry-After`, the inner service not called |
 /// | the tracker drains ([`SessionTracker::begin_drain`]) | not started: counted refused; gRPC `UNAVAILABLE` "draining: the server is shutting down", else 503 with `Retry-After`, the inner service not called |
 /// | ended [`Shutdown`](livecount_session::EndReason::Shutdown) from elsewhere (`end_all` at a drain's deadline) | `Shutdown`, the body cut: gRPC `UNAVAILABLE` "server shutting down" in the trailers (the client reconnects elsewhere) |
@@ -119,11 +119,11 @@ impl<B, F: Fn(&Request<B>) -> bool> Predicate<B> for F {
 /// assert_eq!((s.active, s.ended_by(EndReason::Completed)), (0, 1));
 /// # }
 /// ```
-pub struct SessionLayer<C: Counter = PerThread, M = (), P = CountAll, R = Unwatched> {
+pub struct SessionLayer<C: Counter = PerThread, M = (), P = CountAll, R = PassThrough> {
     tracker: SessionTracker<C, M>,
     predicate: P,
     limits: StreamLimits,
-    watcher: Option<Watcher>,
+    request_limits: Option<RequestLimits>,
     mode: R,
 }
 
@@ -144,9 +144,9 @@ impl<C: Counter, M> SessionLayer<C, M> {
         SessionLayer {
             tracker,
             predicate: CountAll,
-            watcher: Watcher::new(&limits),
+            request_limits: RequestLimits::new(&limits),
             limits,
-            mode: Unwatched,
+            mode: PassThrough,
         }
     }
 }
@@ -177,7 +177,7 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
             tracker: self.tracker,
             predicate,
             limits: self.limits,
-            watcher: self.watcher,
+            request_limits: self.request_limits,
             mode: self.mode,
         }
     }
@@ -193,7 +193,7 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
     }
 
     /// Ends a session `TimedOut` this long after `call` (`None`: never). Default: an hour
-    /// ([`DEFAULT_MAX_SESSION`](crate::DEFAULT_MAX_SESSION), which says why).
+    /// ([`StreamLimits::DEFAULT_MAX_SESSION`](crate::StreamLimits::DEFAULT_MAX_SESSION), which says why).
     ///
     /// ```
     /// use std::time::Duration;
@@ -208,7 +208,7 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
 
     /// Ends a session `Disconnected` when a response frame waits this long for the transport
     /// to take it (`None`: never). Default: 30 s
-    /// ([`DEFAULT_WRITE_TIMEOUT`](crate::DEFAULT_WRITE_TIMEOUT), which says why).
+    /// ([`StreamLimits::DEFAULT_WRITE_TIMEOUT`](crate::StreamLimits::DEFAULT_WRITE_TIMEOUT), which says why).
     ///
     /// ```
     /// use std::time::Duration;
@@ -222,7 +222,7 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
     }
 
     /// The `Retry-After` of a plain HTTP 503 at the tracker's cap (whole seconds, rounded
-    /// up). Default: 1 s ([`DEFAULT_RETRY_AFTER`](crate::DEFAULT_RETRY_AFTER)).
+    /// up). Default: 1 s ([`StreamLimits::DEFAULT_RETRY_AFTER`](crate::StreamLimits::DEFAULT_RETRY_AFTER)).
     pub fn retry_after(mut self, after: Duration) -> Self {
         self.limits.retry_after = after;
         self
@@ -284,7 +284,7 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
 
     /// Ends a session `Disconnected` when no frame passed in either direction for this long
     /// (`None`: never; the default, see [`StreamLimits`] for why). Request frames are seen
-    /// by wrapping the request body, so the layer becomes [`Watched`].
+    /// by wrapping the request body, so the layer becomes [`Inspected`].
     ///
     /// ```
     /// use std::time::Duration;
@@ -295,16 +295,16 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
     pub fn idle_timeout(
         mut self,
         limit: impl Into<Option<Duration>>,
-    ) -> SessionLayer<C, M, P, Watched> {
+    ) -> SessionLayer<C, M, P, Inspected> {
         self.limits.idle_timeout = limit.into();
-        self.watched()
+        self.inspected()
     }
 
     /// Ends a session `Disconnected` whose client sent nothing at all for this long after
     /// `call` — no request frame, and its request was not complete at once (`None`: never;
     /// the default here, 10 s in a `Backend`'s layer:
     /// [`StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT`], which says why). gRPC status
-    /// `DEADLINE_EXCEEDED` "first frame timeout". The layer becomes [`Watched`].
+    /// `DEADLINE_EXCEEDED` "first frame timeout". The layer becomes [`Inspected`].
     ///
     /// ```
     /// use livecount_tower::StreamLimits;
@@ -316,37 +316,37 @@ impl<C: Counter, M, P, R> SessionLayer<C, M, P, R> {
     pub fn first_frame_timeout(
         mut self,
         limit: impl Into<Option<Duration>>,
-    ) -> SessionLayer<C, M, P, Watched> {
+    ) -> SessionLayer<C, M, P, Inspected> {
         self.limits.first_frame_timeout = limit.into();
-        self.watched()
+        self.inspected()
     }
 
     /// Ends a session `Failed` when a gRPC request message declares more than `bytes` (or a
     /// plain request body exceeds it); `None`: never, the default (see [`StreamLimits`]).
-    /// The layer becomes [`Watched`].
+    /// The layer becomes [`Inspected`].
     pub fn max_request_message(
         mut self,
         bytes: impl Into<Option<u64>>,
-    ) -> SessionLayer<C, M, P, Watched> {
+    ) -> SessionLayer<C, M, P, Inspected> {
         self.limits.max_request_message = bytes.into();
-        self.watched()
+        self.inspected()
     }
 
-    /// This layer with request bodies watched.
-    fn watched(self) -> SessionLayer<C, M, P, Watched> {
+    /// This layer with request bodies inspected.
+    fn inspected(self) -> SessionLayer<C, M, P, Inspected> {
         SessionLayer {
             tracker: self.tracker,
             predicate: self.predicate,
             limits: self.limits,
-            watcher: None,
-            mode: Watched,
+            request_limits: None,
+            mode: Inspected,
         }
         .rebuilt()
     }
 
-    /// This layer with a watcher for its limits.
+    /// This layer with a request_limits for its limits.
     fn rebuilt(mut self) -> Self {
-        self.watcher = Watcher::new(&self.limits);
+        self.request_limits = RequestLimits::new(&self.limits);
         self
     }
 }
@@ -360,7 +360,7 @@ impl<S, C: Counter, M, P: Clone, R: Copy> Layer<S> for SessionLayer<C, M, P, R> 
             tracker: self.tracker.clone(),
             predicate: self.predicate.clone(),
             limits: self.limits,
-            watcher: self.watcher,
+            request_limits: self.request_limits,
             mode: self.mode,
         }
     }
@@ -372,7 +372,7 @@ impl<C: Counter, M, P: Clone, R: Copy> Clone for SessionLayer<C, M, P, R> {
             tracker: self.tracker.clone(),
             predicate: self.predicate.clone(),
             limits: self.limits,
-            watcher: self.watcher,
+            request_limits: self.request_limits,
             mode: self.mode,
         }
     }
@@ -387,7 +387,7 @@ impl<C: Counter, M, P, R> fmt::Debug for SessionLayer<C, M, P, R> {
 }
 
 /// The service [`SessionLayer`] builds: `inner`, with each counted request a session until
-/// its response body ([`SessionBody`](crate::SessionBody)) ends. See [`SessionLayer`] for
+/// its response body ([`SessionBody`](crate::body::SessionBody)) ends. See [`SessionLayer`] for
 /// the reasons and [`StreamLimits`] for the limits.
 ///
 /// Per request it adds one session start and end (the tracker's own cost), and with limits
@@ -410,12 +410,12 @@ impl<C: Counter, M, P, R> fmt::Debug for SessionLayer<C, M, P, R> {
 /// assert_eq!(tracker.snapshot().ended_by(EndReason::Failed), 1);
 /// # }
 /// ```
-pub struct SessionService<S, C: Counter = PerThread, M = (), P = CountAll, R = Unwatched> {
+pub struct SessionService<S, C: Counter = PerThread, M = (), P = CountAll, R = PassThrough> {
     inner: S,
     tracker: SessionTracker<C, M>,
     predicate: P,
     limits: StreamLimits,
-    watcher: Option<Watcher>,
+    request_limits: Option<RequestLimits>,
     mode: R,
 }
 
@@ -448,8 +448,8 @@ impl<S, C: Counter, M, P, R> SessionService<S, C, M, P, R> {
 enum Admission<C: Counter, M> {
     /// The predicate did not count it.
     Uncounted,
-    /// Counted, watched if limits apply.
-    Counted(Session<C, M>, Option<Watch<C, M>>),
+    /// Counted, with its traffic noted if limits apply.
+    Counted(Session<C, M>, Option<Traffic<C, M>>),
     /// Refused: at the tracker's cap (`AtCapacity`, `Some(max)`), with a full session table
     /// (`AtCapacity`, `None`), or because the tracker drains (`Draining`).
     Refused(Limit, Option<u64>),
@@ -485,11 +485,11 @@ where
             true => grpc_timeout(request.headers()),
             false => None,
         };
-        let watch = self
-            .watcher
+        let traffic = self
+            .request_limits
             .as_ref()
-            .and_then(|w| w.watch(&session, deadline));
-        Admission::Counted(session, watch)
+            .and_then(|limits| limits.arm(&session, deadline));
+        Admission::Counted(session, traffic)
     }
 
     /// How a response dropped before its end is left to the service, if it is.
@@ -512,7 +512,7 @@ where
     M: Send + Sync + 'static,
     P: Predicate<ReqBody>,
 {
-    type Response = Response<crate::SessionBody<ResBody, C, M>>;
+    type Response = Response<crate::body::SessionBody<ResBody, C, M>>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, C, M>;
 
@@ -528,9 +528,9 @@ where
             Admission::Uncounted => {
                 ResponseFuture::new(self.inner.call(request), None, None, kind, grpc)
             }
-            Admission::Counted(session, watch) => {
+            Admission::Counted(session, traffic) => {
                 request.extensions_mut().insert(session.handle());
-                ResponseFuture::new(self.inner.call(request), Some(session), watch, kind, grpc)
+                ResponseFuture::new(self.inner.call(request), Some(session), traffic, kind, grpc)
                     .deferring(self.deferred())
             }
             Admission::Refused(limit, cap) => {
@@ -540,7 +540,8 @@ where
     }
 }
 
-impl<S, C, M, P, ReqBody, ResBody> Service<Request<ReqBody>> for SessionService<S, C, M, P, Watched>
+impl<S, C, M, P, ReqBody, ResBody> Service<Request<ReqBody>>
+    for SessionService<S, C, M, P, Inspected>
 where
     S: Service<Request<RequestBody<ReqBody, C, M>>, Response = Response<ResBody>>,
     ReqBody: http_body::Body,
@@ -548,7 +549,7 @@ where
     M: Send + Sync + 'static,
     P: Predicate<ReqBody>,
 {
-    type Response = Response<crate::SessionBody<ResBody, C, M>>;
+    type Response = Response<crate::body::SessionBody<ResBody, C, M>>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, C, M>;
 
@@ -561,23 +562,23 @@ where
         let kind = RequestKind::of(request.method());
         let grpc = is_grpc(request.headers());
         let limit = self.limits.max_request_message;
-        let (session, watch) = match self.admit(&request, grpc) {
+        let (session, traffic) = match self.admit(&request, grpc) {
             Admission::Uncounted => (None, None),
-            Admission::Counted(session, watch) => {
+            Admission::Counted(session, traffic) => {
                 request.extensions_mut().insert(session.handle());
-                (Some(session), watch)
+                (Some(session), traffic)
             }
             Admission::Refused(limit, cap) => {
                 return ResponseFuture::refused(limit, grpc, self.retry_after(), cap);
             }
         };
-        if let Some(watch) = &watch
+        if let Some(traffic) = &traffic
             && request.body().is_end_stream()
         {
-            watch.heard(); // the whole request came with its head
+            traffic.heard(); // the whole request came with its head
         }
-        let request = request.map(|body| RequestBody::new(body, watch.clone(), limit, grpc));
-        ResponseFuture::new(self.inner.call(request), session, watch, kind, grpc)
+        let request = request.map(|body| RequestBody::new(body, traffic.clone(), limit, grpc));
+        ResponseFuture::new(self.inner.call(request), session, traffic, kind, grpc)
             .deferring(self.deferred())
     }
 }
@@ -589,7 +590,7 @@ impl<S: Clone, C: Counter, M, P: Clone, R: Copy> Clone for SessionService<S, C, 
             tracker: self.tracker.clone(),
             predicate: self.predicate.clone(),
             limits: self.limits,
-            watcher: self.watcher,
+            request_limits: self.request_limits,
             mode: self.mode,
         }
     }

@@ -1,6 +1,6 @@
 //! tower and axum integration for livecount sessions: a [`SessionLayer`] that counts each
 //! HTTP request until its response *body* ends, [`WebSocketSessions`] for axum sockets, and
-//! [`drain`] for a deploy that cuts no call that ends in time.
+//! [`drain()`] for a deploy that cuts no call that ends in time.
 //!
 //! A streaming response (a gRPC server stream, SSE, a chunked download) holds the backend
 //! until its body ends, not until its headers go out; a WebSocket holds it until the socket
@@ -77,13 +77,13 @@
 //! stream reset `CANCEL` ends its session `Cancelled` and a dead connection (or another
 //! reset code, as a proxy whose client died sends) `Disconnected` the moment
 //! the service reads the failed body, told apart by h2's error (tonic hides a reset `CANCEL`
-//! as a clean end of its stream). In front of a gRPC server, [`GrpcOnlyLayer`] answers
+//! as a clean end of its stream). In front of a gRPC server, [`GrpcOnlyLayer`](grpc::GrpcOnlyLayer) answers
 //! requests that are not gRPC with HTTP 415, as gRPC's HTTP/2 protocol asks and tonic does
 //! not:
 //!
 //! ```
 //! # use livecount_session::SessionTracker;
-//! # use livecount_tower::{GrpcOnlyLayer, SessionLayer};
+//! # use livecount_tower::{SessionLayer, grpc::GrpcOnlyLayer};
 //! # let tracker: SessionTracker = SessionTracker::new();
 //! let server = tonic::transport::Server::builder()
 //!     .layer(GrpcOnlyLayer::new()) // outermost: a 415 is no session
@@ -92,7 +92,7 @@
 //! ```
 //!
 //! WebSocket sessions, refused once the tracker drains and left to finish;
-//! [`drain`] ends the rest at its deadline (`livecount-service`'s `Backend` performs the
+//! [`drain()`] ends the rest at its deadline (`livecount-service`'s `Backend` performs the
 //! whole sequence):
 //!
 //! ```
@@ -113,12 +113,12 @@
 //! # let _ = app;
 //! ```
 //!
-//! Serving it on a port the internet can reach: [`serve`] has `axum::serve`'s shape and
+//! Serving it on a port the internet can reach: [`serve()`] has `axum::serve`'s shape and
 //! adds what that lacks, so slowloris clients (request heads sent a byte at a time) cannot
 //! hold the process's descriptors: a request-head timeout, a bound on connections not yet
 //! upgraded derived from `RLIMIT_NOFILE` (at the bound the oldest head still arriving is
 //! closed; out of descriptors anyway, `accept` sheds one and backs off), and a graceful
-//! shutdown with a bound. Each default is documented with its reason on [`Serve`]'s
+//! shutdown with a bound. Each default is documented with its reason on [`Serve`](serve::Serve)'s
 //! methods:
 //!
 //! ```
@@ -143,10 +143,10 @@
 //!
 //! # Feature flags
 //!
-//! * `axum` (default): [`WebSocketSessions`], [`tracked_upgrade`], [`TrackedSocket`]
+//! * `axum` (default): [`WebSocketSessions`], [`tracked_upgrade`](websocket::tracked_upgrade), [`TrackedSocket`]
 //!   (axum's `ws` extractor). [`SessionLayer`] needs
 //!   only tower, http and tokio.
-//! * `serve` (default): [`serve`], an HTTP/1.1 server for any cloneable tower service
+//! * `serve` (default): [`serve()`], an HTTP/1.1 server for any cloneable tower service
 //!   (hyper's server, hyper-util's tokio glue, and rustix's safe `getrlimit` on unix).
 //! * `inband-orca`: `InbandOrcaLayer`, the backend's latest load report on every response
 //!   as in-band ORCA (`endpoint-load-metrics` in HTTP headers, `endpoint-load-metrics-bin`
@@ -161,7 +161,7 @@
 //! snapshot the load reports are made from.
 //! `axum::serve` has no request-head timeout, no bound on connections and no bound on its
 //! graceful shutdown; hyper-util's `auto` server has the timeout but neither bound;
-//! [`serve`] has all three, with the bound kept below the descriptor limit.
+//! [`serve()`] has all three, with the bound kept below the descriptor limit.
 //!
 //! # Safety and correctness
 //!
@@ -180,7 +180,7 @@
 //!   `RESOURCE_EXHAUSTED`; a reset mid-stream and dropped calls → `Cancelled`; a `Watch`
 //!   with `grpc-timeout` 300 ms → `TimedOut` / `DEADLINE_EXCEEDED` "deadline exceeded
 //!   (grpc-timeout)", not before; JSON, text and a near-miss content type → 415 with
-//!   `grpc-status` 3 and nothing counted ([`GrpcOnlyLayer`]); with the handler reading its
+//!   `grpc-status` 3 and nothing counted ([`GrpcOnlyLayer`](grpc::GrpcOnlyLayer)); with the handler reading its
 //!   request and a drop grace far longer than the test waits, a `RST_STREAM(CANCEL)` →
 //!   `Cancelled`, a `RST_STREAM(INTERNAL_ERROR)` (Envoy's, for a client it lost) and a cut
 //!   TCP connection → `Disconnected` within 2 s, and 20 clean
@@ -203,7 +203,7 @@
 //!   up), refuses new ones 503 + `Retry-After`, and closes the rest 1012 at its deadline
 //!   (`Shutdown`); a refused upgrade counts nothing, a failed one or a panicking handler
 //!   ends `Failed`, a client leaving a stream → `Cancelled`.
-//! * `tests/serve.rs`: [`serve`] on loopback: 256 slowloris heads trickled a byte at a
+//! * `tests/serve.rs`: [`serve()`] on loopback: 256 slowloris heads trickled a byte at a
 //!   time are each closed within the 1 s head timeout, while descriptors stay under the
 //!   clients' plus the bound of 64 (not twice the clients) and a fresh GET and WebSocket
 //!   echo are answered; an idle keep-alive connection closes after the head timeout;
@@ -250,8 +250,8 @@
 //! table every quarter of the shortest limit (10 ms to 1 s), measures each limit from the
 //! sweep that first saw the session or its last change, and so ends a session at the limit
 //! or up to two periods later, never earlier. A response body notes each poll and each
-//! frame it hands over (`polls << 1 | holding`, `EndHandle::note_polled` and
-//! `note_yielded`); a frame still held, with no poll since, for the write timeout is a
+//! frame it hands over (`writes << 1 | holding`, `EndHandle::note_written` and
+//! `note_writing`); a frame still held, with no poll since, for the write timeout is a
 //! stall. A limit claims the session's end in its slot first (its `EndCause`), then ends
 //! the session through the same exactly-once CAS as every end; the future or body,
 //! registered with `Session::poll_ended` while it waits, wakes and answers with the limit's
@@ -264,14 +264,13 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod body;
 #[cfg(feature = "serve")]
 mod busy;
 #[cfg(feature = "serve")]
 mod descriptor_budget;
-mod drain;
-mod future;
+mod drain_impl;
 mod grpc_only;
 #[cfg(feature = "inband-orca")]
 mod inband_orca;
@@ -282,42 +281,102 @@ mod map_response;
 #[cfg(feature = "serve")]
 mod pending;
 mod request_body;
+mod response_future;
 #[cfg(feature = "serve")]
-mod serve;
+mod server;
+mod session_body;
 #[cfg(feature = "axum")]
 mod socket_end;
 #[cfg(feature = "axum")]
 mod socket_limits;
 #[cfg(feature = "axum")]
 mod tracked_socket;
-mod watch;
+mod traffic;
 #[cfg(feature = "axum")]
 mod websocket_sessions;
 
-pub use body::SessionBody;
-#[cfg(feature = "serve")]
-pub use descriptor_budget::MAX_DEFAULT_PENDING;
-pub use drain::{Drained, drain};
-pub use future::ResponseFuture;
-pub use grpc_only::{GrpcOnly, GrpcOnlyFuture, GrpcOnlyLayer};
-#[cfg(feature = "inband-orca")]
-pub use inband_orca::{InbandOrcaBody, InbandOrcaFuture, InbandOrcaLayer, InbandOrcaService};
 pub use layer::{CountAll, Predicate, SessionLayer, SessionService};
-pub use limits::{
-    DEFAULT_MAX_SESSION, DEFAULT_RETRY_AFTER, DEFAULT_WRITE_TIMEOUT, StreamLimits, Unwatched,
-    Watched,
-};
-pub use request_body::{BoxError, MessageTooLarge, RequestBody};
-#[cfg(feature = "serve")]
-pub use serve::{
-    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_HEADER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT, Serve,
-    ServeFuture, WithGracefulShutdown, serve,
-};
+pub use limits::StreamLimits;
+
 #[cfg(feature = "axum")]
-pub use socket_end::{IntoEndReason, SocketEnd};
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use socket_limits::SocketLimits;
 #[cfg(feature = "axum")]
-pub use socket_limits::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SOCKET_IDLE_TIMEOUT, SocketLimits};
-#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use tracked_socket::TrackedSocket;
 #[cfg(feature = "axum")]
-pub use websocket_sessions::{DEFAULT_CLOSE_TIMEOUT, WebSocketSessions, tracked_upgrade};
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use websocket_sessions::WebSocketSessions;
+
+pub use drain::drain;
+#[cfg(feature = "serve")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serve")))]
+pub use serve::serve;
+
+pub mod body {
+    //! The bodies a counted request runs with: the response's ([`SessionBody`], ending the
+    //! session when it ends), the request's under limits ([`RequestBody`]), and the request
+    //! modes of a [`SessionLayer`] ([`PassThrough`], the default, and [`Inspected`]).
+
+    #[cfg(feature = "inband-orca")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "inband-orca")))]
+    pub use crate::inband_orca::InbandOrcaBody;
+    pub use crate::limits::{Inspected, PassThrough};
+    pub use crate::request_body::{BoxError, MessageTooLarge, RequestBody};
+    pub use crate::session_body::SessionBody;
+
+    #[cfg(doc)]
+    use crate::SessionLayer;
+}
+
+pub mod future {
+    //! The futures the services of this crate return.
+
+    pub use crate::grpc_only::GrpcOnlyFuture;
+    #[cfg(feature = "inband-orca")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "inband-orca")))]
+    pub use crate::inband_orca::InbandOrcaFuture;
+    pub use crate::response_future::ResponseFuture;
+}
+
+pub mod grpc {
+    //! gRPC-only parts: [`GrpcOnlyLayer`] (HTTP/1 and non-gRPC requests answered `415` before
+    //! they reach a tonic service) and the in-band ORCA layer ([`InbandOrcaLayer`]: every
+    //! response carries the backend's load report).
+
+    pub use crate::grpc_only::{GrpcOnly, GrpcOnlyLayer};
+    #[cfg(feature = "inband-orca")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "inband-orca")))]
+    pub use crate::inband_orca::{InbandOrcaLayer, InbandOrcaService};
+}
+
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod websocket {
+    //! What a [`WebSocketSessions`](crate::WebSocketSessions) handler returns and how it ends
+    //! its session ([`SocketEnd`], [`IntoEndReason`]), and [`tracked_upgrade`], an upgrade
+    //! counted on a tracker without a `WebSocketSessions` state.
+
+    pub use crate::socket_end::{IntoEndReason, SocketEnd};
+    pub use crate::websocket_sessions::tracked_upgrade;
+}
+
+pub mod drain {
+    //! [`drain()`]: a deploy that cuts no call that ends in time, and [`Drained`], how it went.
+
+    pub use crate::drain_impl::{Drained, drain};
+}
+
+#[cfg(feature = "serve")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serve")))]
+pub mod serve {
+    //! [`serve()`]: a hardened HTTP server for the layer's services (bounded heads, bounded
+    //! pending connections, a graceful shutdown that waits for counted bodies), its builder and
+    //! futures, and its defaults.
+
+    pub use crate::descriptor_budget::MAX_DEFAULT_PENDING;
+    pub use crate::server::{
+        DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_HEADER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT, Serve,
+        ServeFuture, WithGracefulShutdown, serve,
+    };
+}

@@ -1,46 +1,19 @@
 //! [`StreamLimits`]: how long a request counted by a [`SessionLayer`](crate::SessionLayer)
 //! may last, stay silent or keep a frame waiting, and how much it may send; the
-//! [`Unwatched`] and [`Watched`] request modes; [`Limit`], the limit that ended a session.
+//! [`PassThrough`] and [`Inspected`] request modes; [`Limit`], the limit that ended a session.
 
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, StatusCode};
-
-/// The default [`StreamLimits::max_session`]: one hour.
-///
-/// Long enough for any interactive session and for the streams a client keeps open for
-/// minutes (a voice call, a `Watch`), short enough that nothing (a peer that keeps its
-/// connection alive and reads but never ends, a handler that never finishes) holds a count
-/// for longer than that. A balancer moves a long stream only when it ends, so bounding
-/// stream length is also what lets load rebalance (gRPC servers do the same with
-/// `MAX_CONNECTION_AGE`); clients of endless streams reconnect, as they must after any
-/// server restart anyway.
-pub const DEFAULT_MAX_SESSION: Duration = Duration::from_secs(3600);
-
-/// The default [`StreamLimits::write_timeout`]: 30 seconds.
-///
-/// A reader that takes nothing at all for 30 s while a frame waits is gone or hostile; a
-/// slow mobile link or a congested path still takes *something* (a window update) within
-/// seconds. nginx's `send_timeout` is 60 s for a whole response; streams need the count
-/// back sooner, and the agent binary uses 10 s for its own protocol.
-pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The default [`StreamLimits::retry_after`]: 1 second, the `Retry-After` of a 503 at
-/// capacity.
-///
-/// Sessions end all the time on a busy backend, so a slot is likely free within a second;
-/// a longer hint makes a client that obeys it wait longer than needed, a zero one invites
-/// an immediate retry storm. A balancer in front usually retries on another backend first.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// The limits a [`SessionLayer`](crate::SessionLayer) enforces on each request it counts.
 /// `None` turns a limit off.
 ///
 /// | limit | default | session ends | gRPC status | plain HTTP |
 /// |---|---|---|---|---|
-/// | [`max_session`](Self::max_session) | 1 h ([`DEFAULT_MAX_SESSION`]) | `TimedOut` | `DEADLINE_EXCEEDED` "max session length" | 503 before the head; after it the body ends |
+/// | [`max_session`](Self::max_session) | 1 h ([`DEFAULT_MAX_SESSION`](Self::DEFAULT_MAX_SESSION)) | `TimedOut` | `DEADLINE_EXCEEDED` "max session length" | 503 before the head; after it the body ends |
 /// | the client's `grpc-timeout` ([`grpc_timeout`](Self::grpc_timeout)) | on | `TimedOut` | `DEADLINE_EXCEEDED` "deadline exceeded (grpc-timeout)" | — (gRPC only) |
-/// | [`write_timeout`](Self::write_timeout) | 30 s ([`DEFAULT_WRITE_TIMEOUT`]) | `Disconnected` | — (nobody reads it) | — |
+/// | [`write_timeout`](Self::write_timeout) | 30 s ([`DEFAULT_WRITE_TIMEOUT`](Self::DEFAULT_WRITE_TIMEOUT)) | `Disconnected` | — (nobody reads it) | — |
 /// | [`idle_timeout`](Self::idle_timeout) | off | `Disconnected` | `DEADLINE_EXCEEDED` "idle timeout" | 408 before the head; after it the body ends |
 /// | [`first_frame_timeout`](Self::first_frame_timeout) | off (10 s in a `Backend`: [`DEFAULT_FIRST_FRAME_TIMEOUT`](Self::DEFAULT_FIRST_FRAME_TIMEOUT)) | `Disconnected` | `DEADLINE_EXCEEDED` "first frame timeout" | 408 before the head; after it the body ends |
 /// | [`max_request_message`](Self::max_request_message) | off | `Failed` | `RESOURCE_EXHAUSTED` | 413 before the head; after it the body ends |
@@ -62,8 +35,8 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// idle default is safe for every service. A peer that vanished is found by the transport
 /// (HTTP/2 keepalive pings: tonic's `http2_keepalive_interval` and
 /// `http2_keepalive_timeout`), a peer that stopped reading by the write timeout. Set it for
-/// protocols with heartbeats. It needs the request body watched, so setting it switches the
-/// layer to [`Watched`].
+/// protocols with heartbeats. It needs the request body inspected, so setting it switches the
+/// layer to [`Inspected`].
 ///
 /// **First-frame timeout, off by default.** A request whose client has sent nothing since
 /// `call` — no request frame, and its request not already complete (a bodiless `GET`, a
@@ -72,8 +45,8 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// timeout otherwise. Request frames are counted as the service reads them (tonic reads a
 /// unary or server-streaming request at once; a bidirectional handler reads when it
 /// polls its stream), so a service that leaves its request unread for this long is cut
-/// too. It needs the request body watched, so setting it switches the layer to
-/// [`Watched`].
+/// too. It needs the request body inspected, so setting it switches the layer to
+/// [`Inspected`].
 ///
 /// **Maximum request message, off by default.** tonic already refuses a message above its
 /// `max_decoding_message_size` (4 MiB unless raised) with `RESOURCE_EXHAUSTED`, which this
@@ -81,7 +54,7 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// tower-http's `RequestBodyLimitLayer` bound plain bodies. The layer's limit is a second
 /// line for a service that raised or bypassed those: it reads each gRPC message's declared
 /// length from its 5-byte prefix (before the message arrives) or counts a plain body's
-/// bytes. It too switches the layer to [`Watched`].
+/// bytes. It too switches the layer to [`Inspected`].
 ///
 /// **The client's `grpc-timeout`, on by default.** gRPC says a call's deadline bounds the
 /// whole call (`doc/PROTOCOL-HTTP2.md`: `Timeout → "grpc-timeout" TimeoutValue TimeoutUnit`,
@@ -107,11 +80,11 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 ///
 /// ```
 /// use std::time::Duration;
-/// use livecount_tower::{DEFAULT_MAX_SESSION, DEFAULT_WRITE_TIMEOUT, StreamLimits};
+/// use livecount_tower::StreamLimits;
 ///
 /// let limits = StreamLimits::default();
-/// assert_eq!(limits.max_session(), Some(DEFAULT_MAX_SESSION));
-/// assert_eq!(limits.write_timeout(), Some(DEFAULT_WRITE_TIMEOUT));
+/// assert_eq!(limits.max_session(), Some(StreamLimits::DEFAULT_MAX_SESSION));
+/// assert_eq!(limits.write_timeout(), Some(StreamLimits::DEFAULT_WRITE_TIMEOUT));
 /// assert_eq!((limits.idle_timeout(), limits.max_request_message()), (None, None));
 /// assert!(limits.grpc_timeout()); // the client's deadline, if earlier than max_session
 /// assert_eq!(limits.retry_after(), Duration::from_secs(1));
@@ -131,12 +104,12 @@ pub struct StreamLimits {
 impl Default for StreamLimits {
     fn default() -> Self {
         StreamLimits {
-            max_session: Some(DEFAULT_MAX_SESSION),
+            max_session: Some(StreamLimits::DEFAULT_MAX_SESSION),
             idle_timeout: None,
             first_frame_timeout: None,
-            write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
+            write_timeout: Some(StreamLimits::DEFAULT_WRITE_TIMEOUT),
             max_request_message: None,
-            retry_after: DEFAULT_RETRY_AFTER,
+            retry_after: StreamLimits::DEFAULT_RETRY_AFTER,
             drop_grace: None,
             grpc_timeout: true,
         }
@@ -144,6 +117,33 @@ impl Default for StreamLimits {
 }
 
 impl StreamLimits {
+    /// The default [`StreamLimits::max_session`]: one hour.
+    ///
+    /// Long enough for any interactive session and for the streams a client keeps open for
+    /// minutes (a voice call, a health `Watch`), short enough that nothing (a peer that keeps its
+    /// connection alive and reads but never ends, a handler that never finishes) holds a count
+    /// for longer than that. A balancer moves a long stream only when it ends, so bounding
+    /// stream length is also what lets load rebalance (gRPC servers do the same with
+    /// `MAX_CONNECTION_AGE`); clients of endless streams reconnect, as they must after any
+    /// server restart anyway.
+    pub const DEFAULT_MAX_SESSION: Duration = Duration::from_secs(3600);
+
+    /// The default [`StreamLimits::write_timeout`]: 30 seconds.
+    ///
+    /// A reader that takes nothing at all for 30 s while a frame waits is gone or hostile; a
+    /// slow mobile link or a congested path still takes *something* (a window update) within
+    /// seconds. nginx's `send_timeout` is 60 s for a whole response; streams need the count
+    /// back sooner, and the agent binary uses 10 s for its own protocol.
+    pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// The default [`StreamLimits::retry_after`]: 1 second, the `Retry-After` of a 503 at
+    /// capacity.
+    ///
+    /// Sessions end all the time on a busy backend, so a slot is likely free within a second;
+    /// a longer hint makes a client that obeys it wait longer than needed, a zero one invites
+    /// an immediate retry storm. A balancer in front usually retries on another backend first.
+    pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
     /// The first-frame timeout a [`Backend`](https://docs.rs/livecount-service)'s layer
     /// sets: 10 seconds.
     ///
@@ -169,7 +169,7 @@ impl StreamLimits {
             first_frame_timeout: None,
             write_timeout: None,
             max_request_message: None,
-            retry_after: DEFAULT_RETRY_AFTER,
+            retry_after: StreamLimits::DEFAULT_RETRY_AFTER,
             drop_grace: None,
             grpc_timeout: false,
         }
@@ -230,19 +230,19 @@ impl StreamLimits {
 }
 
 /// Request mode of a [`SessionLayer`](crate::SessionLayer) whose inner service sees the
-/// request body as it came (`Request<B>`): the default. Response frames are watched, request
+/// request body as it came (`Request<B>`): the default. Response frames are noted, request
 /// frames are not, so the idle timeout and the message limit are unavailable.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Unwatched;
+pub struct PassThrough;
 
 /// Request mode of a [`SessionLayer`](crate::SessionLayer) that wraps each request body in a
-/// [`RequestBody`](crate::RequestBody) (the inner service sees `Request<RequestBody<B>>`),
+/// [`RequestBody`](crate::body::RequestBody) (the inner service sees `Request<RequestBody<B>>`),
 /// so that request frames count as activity and the message limit applies. Chosen by
 /// [`SessionLayer::idle_timeout`](crate::SessionLayer::idle_timeout) and
 /// [`SessionLayer::max_request_message`](crate::SessionLayer::max_request_message); tonic
 /// and axum services accept any body, so mounting does not change.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Watched;
+pub struct Inspected;
 
 /// The limit that ended a session, or the refusal a request got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

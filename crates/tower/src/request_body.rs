@@ -1,4 +1,4 @@
-//! [`RequestBody`]: a request body watched by a [`Watched`](crate::Watched) layer: its frames
+//! [`RequestBody`]: a request body inspected by an [`Inspected`](crate::body::Inspected) layer: its frames
 //! are activity for the idle timeout, its messages are held to the message limit, and its
 //! failure (a reset, a dead connection) ends the session with the reason it stands for.
 
@@ -12,13 +12,13 @@ use livecount::{Counter, PerThread};
 use pin_project_lite::pin_project;
 
 use crate::limits::Limit;
-use crate::watch::Watch;
+use crate::traffic::Traffic;
 
 /// The error type of a [`RequestBody`]: the inner body's error, or [`MessageTooLarge`].
 pub type BoxError = Box<dyn Error + Send + Sync>;
 
 pin_project! {
-    /// The request body a [`Watched`](crate::Watched) [`SessionLayer`](crate::SessionLayer)
+    /// The request body a [`Inspected`](crate::body::Inspected) [`SessionLayer`](crate::SessionLayer)
     /// hands its inner service: the client's body, each frame of it counted as activity
     /// (for the idle timeout), and each gRPC message's declared length (or a plain body's
     /// size) held to [`max_request_message`](crate::StreamLimits::max_request_message).
@@ -47,7 +47,7 @@ pin_project! {
     /// use http::{Request, Response};
     /// use http_body_util::{BodyExt, Full};
     /// use livecount_session::{EndReason, SessionTracker};
-    /// use livecount_tower::{RequestBody, SessionLayer};
+    /// use livecount_tower::{SessionLayer, body::RequestBody};
     /// use tower::{ServiceBuilder, ServiceExt};
     ///
     /// let tracker: SessionTracker = SessionTracker::new();
@@ -67,7 +67,7 @@ pin_project! {
     pub struct RequestBody<B, C: Counter = PerThread, M = ()> {
         #[pin]
         inner: B,
-        watch: Option<Watch<C, M>>,
+        traffic: Option<Traffic<C, M>>,
         limit: Option<u64>,
         framing: Framing,
         failed: bool,
@@ -123,11 +123,11 @@ impl Framing {
 }
 
 impl<B, C: Counter, M> RequestBody<B, C, M> {
-    /// Wraps `inner`, noting activity on `watch` (if any) and holding it to `limit` (if
+    /// Wraps `inner`, noting activity on `traffic` (if any) and holding it to `limit` (if
     /// any); `grpc` reads it as gRPC messages.
     pub(crate) fn new(
         inner: B,
-        watch: Option<Watch<C, M>>,
+        traffic: Option<Traffic<C, M>>,
         limit: Option<u64>,
         grpc: bool,
     ) -> Self {
@@ -141,7 +141,7 @@ impl<B, C: Counter, M> RequestBody<B, C, M> {
         };
         RequestBody {
             inner,
-            watch,
+            traffic,
             limit,
             framing,
             failed: false,
@@ -176,28 +176,28 @@ where
             Some(Ok(frame)) => frame,
             Some(Err(error)) => {
                 let error = error.into();
-                if let Some(watch) = this.watch.as_ref() {
-                    watch.end(failure(&*error));
+                if let Some(traffic) = this.traffic.as_ref() {
+                    traffic.end(failure(&*error));
                 }
                 return Poll::Ready(Some(Err(error)));
             }
             None => {
-                if let Some(watch) = this.watch.as_ref() {
-                    watch.heard(); // the whole request, even if it was empty
+                if let Some(traffic) = this.traffic.as_ref() {
+                    traffic.heard(); // the whole request, even if it was empty
                 }
                 return Poll::Ready(None);
             }
         };
-        let Some(watch) = this.watch.as_ref() else {
+        let Some(traffic) = this.traffic.as_ref() else {
             return Poll::Ready(Some(Ok(frame))); // not counted
         };
-        watch.heard();
-        watch.active();
+        traffic.heard();
+        traffic.active();
         if let (Some(limit), Some(data)) = (*this.limit, frame.data_ref())
             && let Err(size) = this.framing.feed(data.as_ref(), limit)
         {
             *this.failed = true;
-            watch.end(Limit::TooLarge);
+            traffic.end(Limit::TooLarge);
             return Poll::Ready(Some(Err(Box::new(MessageTooLarge { size, limit }))));
         }
         Poll::Ready(Some(Ok(frame)))
@@ -256,7 +256,7 @@ fn failure(error: &(dyn Error + 'static)) -> Limit {
 /// [`max_request_message`](crate::StreamLimits::max_request_message).
 ///
 /// ```
-/// let e = livecount_tower::MessageTooLarge { size: 10, limit: 4 };
+/// let e = livecount_tower::body::MessageTooLarge { size: 10, limit: 4 };
 /// assert_eq!(e.to_string(), "request message of 10 bytes above the limit of 4");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

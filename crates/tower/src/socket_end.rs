@@ -9,7 +9,7 @@ use livecount_session::EndReason;
 ///
 /// ```
 /// use livecount_session::EndReason;
-/// use livecount_tower::IntoEndReason;
+/// use livecount_tower::websocket::IntoEndReason;
 ///
 /// assert_eq!(().into_end_reason(), EndReason::Completed);
 /// assert_eq!(Err::<(), _>("bad frame").into_end_reason(), EndReason::Failed);
@@ -57,7 +57,7 @@ impl<T, E> IntoEndReason for Result<T, E> {
 /// ```
 /// use axum::extract::ws::Message;
 /// use livecount_session::EndReason;
-/// use livecount_tower::{IntoEndReason, SocketEnd};
+/// use livecount_tower::websocket::{IntoEndReason, SocketEnd};
 ///
 /// let end = SocketEnd::new(EndReason::Failed)
 ///     .say(Message::Text(r#"{"error":"unknown frame"}"#.into()))

@@ -3,23 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{DEFAULT_MAX_SESSION, DEFAULT_RETRY_AFTER, DEFAULT_WRITE_TIMEOUT};
-
-/// The default [`SocketLimits::idle_timeout`]: 60 seconds.
-///
-/// A WebSocket peer gone without a FIN (a phone that lost its network, a NAT that dropped the
-/// mapping) is found within a minute instead of never. Unlike a gRPC stream's, a WebSocket's
-/// idle default can be on: a client that is silent on purpose (a listener, a muted user)
-/// keeps its socket alive with WebSocket pings or a heartbeat message of the application's,
-/// as the agent's protocol does with its `idle` frame.
-pub const DEFAULT_SOCKET_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The default [`SocketLimits::max_message_bytes`]: 64 KiB.
-///
-/// Ample for JSON control messages and audio chunks of a few hundred milliseconds, and far
-/// below tungstenite's own default of 64 MiB, which lets one client make the server buffer
-/// 64 MiB per socket.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024;
+use crate::StreamLimits;
 
 /// The bounds a [`WebSocketSessions`](crate::WebSocketSessions) socket runs under. Each ends
 /// the session exactly once, with its own reason and close code; `None` turns a timeout off.
@@ -28,11 +12,11 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024;
 ///
 /// | limit | default | ends the session | close |
 /// |---|---|---|---|
-/// | [`max_session`](SocketLimits::max_session) | 1 h ([`DEFAULT_MAX_SESSION`]) | [`TimedOut`](livecount_session::EndReason::TimedOut) | 1000 "max session length" |
-/// | [`idle_timeout`](SocketLimits::idle_timeout) | 60 s ([`DEFAULT_SOCKET_IDLE_TIMEOUT`]) | [`Disconnected`](livecount_session::EndReason::Disconnected) | 1008 "idle timeout" |
+/// | [`max_session`](SocketLimits::max_session) | 1 h ([`StreamLimits::DEFAULT_MAX_SESSION`]) | [`TimedOut`](livecount_session::EndReason::TimedOut) | 1000 "max session length" |
+/// | [`idle_timeout`](SocketLimits::idle_timeout) | 60 s ([`DEFAULT_IDLE_TIMEOUT`](Self::DEFAULT_IDLE_TIMEOUT)) | [`Disconnected`](livecount_session::EndReason::Disconnected) | 1008 "idle timeout" |
 /// | [`first_message_timeout`](SocketLimits::first_message_timeout) | off (10 s in a `Backend`: [`StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT`](crate::StreamLimits::DEFAULT_FIRST_FRAME_TIMEOUT)) | `Disconnected` | 1008 "first message timeout" |
-/// | [`write_timeout`](SocketLimits::write_timeout) | 30 s ([`DEFAULT_WRITE_TIMEOUT`]) | `Disconnected` | none (the peer reads nothing) |
-/// | [`max_message_bytes`](SocketLimits::max_message_bytes) | 64 KiB ([`DEFAULT_MAX_MESSAGE_BYTES`]) | [`Failed`](livecount_session::EndReason::Failed) | 1009 "message too big" |
+/// | [`write_timeout`](SocketLimits::write_timeout) | 30 s ([`StreamLimits::DEFAULT_WRITE_TIMEOUT`]) | `Disconnected` | none (the peer reads nothing) |
+/// | [`max_message_bytes`](SocketLimits::max_message_bytes) | 64 KiB ([`DEFAULT_MAX_MESSAGE_BYTES`](Self::DEFAULT_MAX_MESSAGE_BYTES)) | [`Failed`](livecount_session::EndReason::Failed) | 1009 "message too big" |
 ///
 /// The first-message timeout counts from the upgrade until the handler reads the client's
 /// first message (a ping counts): a client that opens a socket and never speaks gives its
@@ -43,6 +27,11 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// pings and pongs included, and a handler busy elsewhere is not the client's silence. The
 /// write timeout counts how long one send (or flush) has waited for the socket to take its
 /// frame.
+///
+/// No timer runs per socket: the limits are the session's, in its tracker's session table
+/// ([`livecount_session::Limits`]), and the tracker's one sweeper ends a socket at a limit
+/// or up to two sweeper periods later (a quarter of the shortest limit on the tracker,
+/// between 10 ms and 1 s), never earlier.
 ///
 /// Set on [`WebSocketSessions`](crate::WebSocketSessions), as a `SessionLayer`'s are set on
 /// the layer:
@@ -73,17 +62,37 @@ pub struct SocketLimits {
 impl Default for SocketLimits {
     fn default() -> Self {
         SocketLimits {
-            max_session: Some(DEFAULT_MAX_SESSION),
-            idle_timeout: Some(DEFAULT_SOCKET_IDLE_TIMEOUT),
+            max_session: Some(StreamLimits::DEFAULT_MAX_SESSION),
+            idle_timeout: Some(Self::DEFAULT_IDLE_TIMEOUT),
             first_message_timeout: None,
-            write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-            retry_after: DEFAULT_RETRY_AFTER,
+            write_timeout: Some(StreamLimits::DEFAULT_WRITE_TIMEOUT),
+            max_message_bytes: Self::DEFAULT_MAX_MESSAGE_BYTES,
+            retry_after: StreamLimits::DEFAULT_RETRY_AFTER,
         }
     }
 }
 
 impl SocketLimits {
+    /// The default [`idle_timeout`](Self::idle_timeout): 60 seconds.
+    ///
+    /// A WebSocket peer gone without a FIN (a phone that lost its network, a NAT that dropped the
+    /// mapping) is found within a minute instead of never. Unlike a gRPC stream's, a WebSocket's
+    /// idle default can be on: a client that is silent on purpose (a listener, a muted user)
+    /// keeps its socket alive with WebSocket pings or a heartbeat message of the application's,
+    /// as the agent's protocol does with its `idle` frame.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// The default [`max_message_bytes`](Self::max_message_bytes): 64 KiB.
+    ///
+    /// Ample for JSON control messages and audio chunks of a few hundred milliseconds, and far
+    /// below tungstenite's own default of 64 MiB, which lets one client make the server buffer
+    /// 64 MiB per socket.
+    pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+    /// How long an ending decided here waits, at most, to send its close frame (1012 at a
+    /// drain's deadline) and read the peer's reply.
+    pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+
     /// The longest a session lasts, from its upgrade.
     pub fn max_session(&self) -> Option<Duration> {
         self.max_session
@@ -113,6 +122,17 @@ impl SocketLimits {
     /// least 1).
     pub fn retry_after(&self) -> Duration {
         self.retry_after
+    }
+
+    /// The limits as the session table holds them (the tracker's sweeper times them).
+    pub(crate) fn as_session_limits(&self) -> livecount_session::Limits {
+        livecount_session::Limits {
+            max_session: self.max_session,
+            read_idle: self.idle_timeout,
+            first_frame: self.first_message_timeout,
+            write: self.write_timeout,
+            ..livecount_session::Limits::default()
+        }
     }
 
     /// `Retry-After` in whole seconds, at least 1 (the header takes no fractions).

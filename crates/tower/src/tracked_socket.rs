@@ -1,14 +1,13 @@
 //! [`TrackedSocket`]: the socket a [`WebSocketSessions`](crate::WebSocketSessions) handler
-//! gets, and [`SocketWatch`]: what it tells the session's task about the transport (how
-//! long the client has been silent, how long a send has waited, how the connection ended).
+//! gets. It tells the session's slot what the limits need (a read waiting, a send waiting,
+//! the client heard: the tracker's sweeper does the timing) and the session's task how the
+//! transport ended ([`TransportSeen`]).
 
 use std::fmt;
 use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket};
 use futures_core::Stream;
@@ -17,7 +16,6 @@ use livecount::Counter;
 use livecount_session::{EndHandle, EndReason};
 use std::future::Future;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 
 /// How the transport ended, as the socket saw it while the handler read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,90 +76,27 @@ impl TransportEnd {
     }
 }
 
-/// What a socket tells its session's task, shared between the two: the moments its waits
-/// began, as nanoseconds since `base` plus one (0 = not waiting), and how the transport
-/// ended. Written by whichever task polls the socket, read by the session's watchdog; the
-/// watchdog looks again every quarter limit, so a reading one poll late changes nothing.
-#[derive(Debug)]
-pub(crate) struct SocketWatch {
-    base: Instant,
-    /// Since when the handler has waited in `recv` with nothing read (0: not waiting).
-    reading_since: AtomicU64,
-    /// Since when a send has waited for the socket to take its frame (0: none waits).
-    sending_since: AtomicU64,
-    /// Whether the handler has read anything from the client.
-    heard: AtomicBool,
-    transport: OnceLock<TransportEnd>,
-}
+/// How the transport ended, as the socket saw it: written by whichever task polls the
+/// socket, read by the session's task once the handler is done.
+#[derive(Debug, Default)]
+pub(crate) struct TransportSeen(OnceLock<TransportEnd>);
 
-impl SocketWatch {
-    pub(crate) fn new() -> Self {
-        SocketWatch {
-            base: Instant::now(),
-            reading_since: AtomicU64::new(0),
-            sending_since: AtomicU64::new(0),
-            heard: AtomicBool::new(false),
-            transport: OnceLock::new(),
-        }
-    }
-
-    fn stamp(&self) -> u64 {
-        let nanos = Instant::now()
-            .saturating_duration_since(self.base)
-            .as_nanos();
-        u64::try_from(nanos).unwrap_or(u64::MAX - 1) + 1
-    }
-
-    /// Marks a wait as going on (keeping its start) or over.
-    fn mark(&self, since: &AtomicU64, waiting: bool) {
-        // Relaxed: a time stamp the watchdog reads on its next tick; nothing is published
-        // with it.
-        if !waiting {
-            since.store(0, Ordering::Relaxed);
-        } else if since.load(Ordering::Relaxed) == 0 {
-            since.store(self.stamp(), Ordering::Relaxed);
-        }
-    }
-
-    /// How long the wait in `since` has lasted, if one goes on.
-    fn waited(&self, since: &AtomicU64) -> Option<Duration> {
-        // Relaxed: see `mark`.
-        let since = since.load(Ordering::Relaxed);
-        (since != 0).then(|| Duration::from_nanos(self.stamp().saturating_sub(since)))
-    }
-
-    /// How long the handler has waited in `recv` for a client that sends nothing.
-    pub(crate) fn silent_for(&self) -> Option<Duration> {
-        self.waited(&self.reading_since)
-    }
-
-    /// How long the socket has been open without a message read from the client, if none
-    /// has been.
-    pub(crate) fn unheard_for(&self) -> Option<Duration> {
-        // Relaxed: see `mark`.
-        (!self.heard.load(Ordering::Relaxed)).then(|| Duration::from_nanos(self.stamp()))
-    }
-
-    /// How long the oldest send still waiting has waited.
-    pub(crate) fn stalled_for(&self) -> Option<Duration> {
-        self.waited(&self.sending_since)
-    }
-
+impl TransportSeen {
     /// How the transport ended, if the socket has seen it.
-    pub(crate) fn transport(&self) -> Option<TransportEnd> {
-        self.transport.get().copied()
+    pub(crate) fn get(&self) -> Option<TransportEnd> {
+        self.0.get().copied()
     }
 
     fn saw(&self, end: TransportEnd) {
-        let _ = self.transport.set(end); // the first thing seen is how it ended
+        let _ = self.0.set(end); // the first thing seen is how it ended
     }
 }
 
 /// The socket a [`WebSocketSessions`](crate::WebSocketSessions) handler gets: an axum
-/// [`WebSocket`] whose every read and send the session's limits watch
+/// [`WebSocket`] whose every read and send the session's limits see
 /// ([`SocketLimits`](crate::SocketLimits)), usable with its own [`recv`](TrackedSocket::recv)
 /// and [`send`](TrackedSocket::send), as a `Stream` and `Sink` of [`Message`]s (so `split`
-/// works and both halves stay watched), and through `Deref` for the rest. It goes back to
+/// works and both halves stay seen), and through `Deref` for the rest. It goes back to
 /// the session's task when the handler drops it, so that a shutdown or a limit can still
 /// send the close frame.
 ///
@@ -174,19 +109,17 @@ impl SocketWatch {
 /// ```no_run
 /// # async fn handler(mut socket: livecount_tower::TrackedSocket) {
 /// use axum::extract::ws::Message;
-/// socket.send(Message::Text("hello".into())).await.ok(); // watched by the write timeout
-/// let raw: axum::extract::ws::WebSocket = socket.into_inner(); // unwatched from here on
+/// socket.send(Message::Text("hello".into())).await.ok(); // held to the write timeout
+/// let raw: axum::extract::ws::WebSocket = socket.into_inner(); // its reads and sends unseen from here on
 /// # let _ = raw;
 /// # }
 /// ```
 pub struct TrackedSocket {
     socket: Option<WebSocket>,
     home: Option<oneshot::Sender<WebSocket>>,
-    watch: std::sync::Arc<SocketWatch>,
-    /// Touched on every message read, so the ghost reaper sees a live client.
-    activity: Option<Box<dyn Fn() + Send + Sync>>,
-    /// The tracker's drain, through the session's handle.
-    drain: Box<dyn Drain>,
+    transport: std::sync::Arc<TransportSeen>,
+    /// The session's handle, without its types: what the limits need told, and the drain.
+    session: Box<dyn SocketSession>,
     /// The message `recv` sends the client once the drain begins, if any (not sent yet).
     notice: Option<Message>,
 }
@@ -195,16 +128,15 @@ impl TrackedSocket {
     pub(crate) fn new<C: Counter + 'static, M: Send + Sync + 'static>(
         socket: WebSocket,
         home: oneshot::Sender<WebSocket>,
-        watch: std::sync::Arc<SocketWatch>,
+        transport: std::sync::Arc<TransportSeen>,
         session: EndHandle<C, M>,
         notice: Option<Message>,
     ) -> Self {
         TrackedSocket {
             socket: Some(socket),
             home: Some(home),
-            watch,
-            drain: Box::new(session.clone()),
-            activity: Some(Box::new(move || session.touch())),
+            transport,
+            session: Box::new(session),
             notice,
         }
     }
@@ -213,7 +145,7 @@ impl TrackedSocket {
     /// refused and the drain's deadline will end it ([`Shutdown`](EndReason::Shutdown),
     /// close 1012 "service restart") unless it ends first. Time to wrap up.
     pub fn is_draining(&self) -> bool {
-        self.drain.is_draining()
+        self.session.is_draining()
     }
 
     /// Resolves when the server begins to drain (at once if it has): a handler selects on
@@ -239,7 +171,7 @@ impl TrackedSocket {
     /// # }
     /// ```
     pub fn drain_started(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.drain.started()
+        self.session.started()
     }
 
     /// The next message from the client, as [`WebSocket::recv`]: `None` once the
@@ -250,12 +182,12 @@ impl TrackedSocket {
     /// notice to the client, once, and goes on waiting.
     pub async fn recv(&mut self) -> Option<Result<Message, axum::Error>> {
         loop {
-            if self.drain.is_draining()
+            if self.session.is_draining()
                 && let Some(notice) = self.notice.take()
             {
                 let _ = self.send(notice).await; // a lost client is seen by the read
             }
-            let drain = (self.notice.is_some()).then(|| self.drain.started());
+            let drain = (self.notice.is_some()).then(|| self.session.started());
             let next = std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx));
             match drain {
                 None => return next.await,
@@ -289,27 +221,57 @@ impl TrackedSocket {
         Pin::new(self.socket.as_mut().expect("held until dropped"))
     }
 
-    /// Notes how a send poll went: pending is a send waiting on the client.
+    /// Notes how a send poll went: pending is a send waiting on the client (the write
+    /// limit's clock runs), ready is the wait over.
     fn sending<T>(&self, poll: Poll<T>) -> Poll<T> {
-        self.watch
-            .mark(&self.watch.sending_since, poll.is_pending());
+        match poll {
+            Poll::Pending => self.session.note_writing(),
+            Poll::Ready(_) => self.session.note_written(),
+        }
         poll
     }
 }
 
-/// A session's view of its tracker's drain, without the tracker's types.
-trait Drain: Send + Sync {
+/// A session's handle as the socket uses it, without the tracker's types.
+trait SocketSession: Send + Sync {
     fn is_draining(&self) -> bool;
     fn started(&self) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+    /// A message arrived: the reaper's activity, the first-message limit met.
+    fn heard(&self);
+    fn note_reading(&self);
+    fn note_read(&self);
+    fn note_writing(&self);
+    fn note_written(&self);
 }
 
-impl<C: Counter + 'static, M: Send + Sync + 'static> Drain for EndHandle<C, M> {
+impl<C: Counter + 'static, M: Send + Sync + 'static> SocketSession for EndHandle<C, M> {
     fn is_draining(&self) -> bool {
         EndHandle::is_draining(self)
     }
 
     fn started(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(self.drain_started())
+    }
+
+    fn heard(&self) {
+        self.touch();
+        self.note_heard();
+    }
+
+    fn note_reading(&self) {
+        EndHandle::note_reading(self);
+    }
+
+    fn note_read(&self) {
+        EndHandle::note_read(self);
+    }
+
+    fn note_writing(&self) {
+        EndHandle::note_writing(self);
+    }
+
+    fn note_written(&self) {
+        EndHandle::note_written(self);
     }
 }
 
@@ -323,9 +285,9 @@ impl Deref for TrackedSocket {
 
 impl Drop for TrackedSocket {
     fn drop(&mut self) {
-        // A send dropped while it waited is no longer waiting.
-        self.watch.mark(&self.watch.sending_since, false);
-        self.watch.mark(&self.watch.reading_since, false);
+        // A send or a read dropped while it waited is no longer waiting.
+        self.session.note_written();
+        self.session.note_read();
         if let (Some(socket), Some(home)) = (self.socket.take(), self.home.take()) {
             let _ = home.send(socket); // the task is gone if the handler finished: then drop it
         }
@@ -338,24 +300,24 @@ impl Stream for TrackedSocket {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         let polled = this.socket().poll_next(cx);
-        let watch = &this.watch;
-        watch.mark(&watch.reading_since, polled.is_pending());
+        let (session, transport) = (&this.session, &this.transport);
         match &polled {
+            Poll::Pending => session.note_reading(),
             Poll::Ready(Some(Ok(message))) => {
-                if !watch.heard.load(Ordering::Relaxed) {
-                    // Relaxed: see `SocketWatch::mark`.
-                    watch.heard.store(true, Ordering::Relaxed);
-                }
+                session.note_read();
+                session.heard();
                 if matches!(message, Message::Close(_)) {
-                    watch.saw(TransportEnd::ClosedByPeer);
-                }
-                if let Some(touch) = &this.activity {
-                    touch();
+                    transport.saw(TransportEnd::ClosedByPeer);
                 }
             }
-            Poll::Ready(Some(Err(error))) => watch.saw(TransportEnd::of(error)),
-            Poll::Ready(None) => watch.saw(TransportEnd::Lost),
-            Poll::Pending => {}
+            Poll::Ready(Some(Err(error))) => {
+                session.note_read();
+                transport.saw(TransportEnd::of(error));
+            }
+            Poll::Ready(None) => {
+                session.note_read();
+                transport.saw(TransportEnd::Lost);
+            }
         }
         polled
     }
@@ -391,7 +353,7 @@ impl fmt::Debug for TrackedSocket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TrackedSocket")
             .field("held", &self.socket.is_some())
-            .field("transport", &self.watch.transport())
+            .field("transport", &self.transport.get())
             .finish_non_exhaustive()
     }
 }

@@ -13,16 +13,13 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use livecount::Counter;
-use livecount_session::{EndHandle, EndReason, Session, SessionTracker, StartError};
+use livecount_session::{EndCause, EndHandle, EndReason, Session, SessionTracker, StartError};
 use tokio::sync::oneshot;
 
+use crate::SocketLimits;
 use crate::socket_end::Goodbye;
-use crate::tracked_socket::{SocketWatch, TrackedSocket};
-use crate::{IntoEndReason, SocketLimits};
-
-/// How long an ending decided here waits, at most, to send its close frame (1012 at a
-/// drain's deadline) and read the peer's reply.
-pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+use crate::socket_end::IntoEndReason;
+use crate::tracked_socket::{TrackedSocket, TransportSeen};
 
 /// Counts axum WebSocket sessions on a tracker, holds each to its [`SocketLimits`], and lets
 /// them finish when the server drains.
@@ -33,7 +30,7 @@ pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// sockets already open *go on*: each handler can see it
 /// ([`TrackedSocket::drain_started`], [`TrackedSocket::is_draining`]) and wrap up. At the
 /// drain's deadline, `end_all(EndReason::Shutdown)` on the tracker (what
-/// [`drain`](crate::drain) does) ends the sessions still open, each with a 1012 "service
+/// [`drain`](crate::drain()) does) ends the sessions still open, each with a 1012 "service
 /// restart" close that tells the client to reconnect, elsewhere.
 ///
 /// [`upgrade`](WebSocketSessions::upgrade) admits the session *before* the `101 Switching
@@ -47,7 +44,7 @@ pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 ///
 /// | what happened | reason | close frame |
 /// |---|---|---|
-/// | the handler returned | what its output says ([`IntoEndReason`]), unless the transport said otherwise (below) | its [`SocketEnd`](crate::SocketEnd)'s last words, if any |
+/// | the handler returned | what its output says ([`IntoEndReason`]), unless the transport said otherwise (below) | its [`SocketEnd`](crate::websocket::SocketEnd)'s last words, if any |
 /// | the connection was lost without a close frame (reset, EOF) | [`Disconnected`](EndReason::Disconnected) | — |
 /// | a message above [`max_message_bytes`](SocketLimits::max_message_bytes) | [`Failed`](EndReason::Failed) | 1009 |
 /// | an RFC 6455 violation: bad framing / invalid UTF-8 | `Failed` | 1002 / 1007 |
@@ -101,7 +98,7 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
     pub fn new(tracker: SessionTracker<C, M>) -> Self {
         WebSocketSessions {
             tracker,
-            close_timeout: DEFAULT_CLOSE_TIMEOUT,
+            close_timeout: SocketLimits::DEFAULT_CLOSE_TIMEOUT,
             limits: SocketLimits::default(),
             notice: None,
         }
@@ -129,7 +126,7 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
     }
 
     /// Ends a session this long after its upgrade, [`TimedOut`](EndReason::TimedOut) with
-    /// close 1000 (`None`: no limit; default [`DEFAULT_MAX_SESSION`](crate::DEFAULT_MAX_SESSION)).
+    /// close 1000 (`None`: no limit; default [`StreamLimits::DEFAULT_MAX_SESSION`](crate::StreamLimits::DEFAULT_MAX_SESSION)).
     pub fn max_session(mut self, limit: impl Into<Option<Duration>>) -> Self {
         self.limits.max_session = limit.into();
         self
@@ -137,7 +134,7 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
 
     /// Ends a session whose client sends nothing this long while the handler waits to read,
     /// [`Disconnected`](EndReason::Disconnected) with close 1008 (`None`: never; default
-    /// [`DEFAULT_SOCKET_IDLE_TIMEOUT`](crate::DEFAULT_SOCKET_IDLE_TIMEOUT)).
+    /// [`SocketLimits::DEFAULT_IDLE_TIMEOUT`]).
     pub fn idle_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
         self.limits.idle_timeout = limit.into();
         self
@@ -154,7 +151,7 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
 
     /// Ends a session whose send waits this long for the socket to take its frame,
     /// `Disconnected`, no close frame (`None`: never; default
-    /// [`DEFAULT_WRITE_TIMEOUT`](crate::DEFAULT_WRITE_TIMEOUT)).
+    /// [`StreamLimits::DEFAULT_WRITE_TIMEOUT`](crate::StreamLimits::DEFAULT_WRITE_TIMEOUT)).
     pub fn write_timeout(mut self, limit: impl Into<Option<Duration>>) -> Self {
         self.limits.write_timeout = limit.into();
         self
@@ -162,21 +159,21 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
 
     /// Refuses client messages and frames above `bytes` (at least 1): the session ends
     /// [`Failed`](EndReason::Failed) with close 1009 (default
-    /// [`DEFAULT_MAX_MESSAGE_BYTES`](crate::DEFAULT_MAX_MESSAGE_BYTES)).
+    /// [`SocketLimits::DEFAULT_MAX_MESSAGE_BYTES`]).
     pub fn max_message_bytes(mut self, bytes: usize) -> Self {
         self.limits.max_message_bytes = bytes.max(1);
         self
     }
 
     /// The `Retry-After` of a refused upgrade's 503 (default
-    /// [`DEFAULT_RETRY_AFTER`](crate::DEFAULT_RETRY_AFTER)).
+    /// [`StreamLimits::DEFAULT_RETRY_AFTER`](crate::StreamLimits::DEFAULT_RETRY_AFTER)).
     pub fn retry_after(mut self, hint: Duration) -> Self {
         self.limits.retry_after = hint;
         self
     }
 
     /// Bounds the close handshake after an ending decided here (shutdown, a limit, a
-    /// violation) by `timeout` (default [`DEFAULT_CLOSE_TIMEOUT`]).
+    /// violation) by `timeout` (default [`SocketLimits::DEFAULT_CLOSE_TIMEOUT`]).
     ///
     /// ```
     /// # use livecount_tower::WebSocketSessions;
@@ -264,7 +261,7 @@ impl<C: Counter, M> fmt::Debug for WebSocketSessions<C, M> {
 /// ```
 /// use axum::{Router, extract::{State, WebSocketUpgrade}, response::Response, routing::get};
 /// use livecount_session::{EndReason, SessionTracker};
-/// use livecount_tower::tracked_upgrade;
+/// use livecount_tower::websocket::tracked_upgrade;
 ///
 /// async fn chat(
 ///     ws: WebSocketUpgrade,
@@ -297,9 +294,6 @@ where
     WebSocketSessions::new(tracker.clone()).upgrade(ws, handler)
 }
 
-/// How a session ended: its reason, and what to send the client after the end.
-type Ending = (EndReason, Goodbye);
-
 /// The close frame of a session ended `Shutdown` (the drain's deadline): 1012 "service
 /// restart" (IANA WebSocket close code registry), so a client reconnects, elsewhere, where
 /// 1001 "going away" would read as "this endpoint is gone".
@@ -324,23 +318,23 @@ impl SocketTask {
         Fut::Output: IntoEndReason,
     {
         let (home, returned) = oneshot::channel();
-        let watch = Arc::new(SocketWatch::new());
+        let transport = Arc::new(TransportSeen::default());
         let handle = session.0.handle();
+        // The limits are the tracker's sweeper's: no timer here.
+        session.0.hold_to(self.limits.as_session_limits());
         let notice = self.notice.clone();
-        let socket = TrackedSocket::new(socket, home, Arc::clone(&watch), handle.clone(), notice);
-        let deadline = after(self.limits.max_session.unwrap_or(Duration::MAX));
-        let mut tick = tokio::time::interval(self.watch_period());
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let socket =
+            TrackedSocket::new(socket, home, Arc::clone(&transport), handle.clone(), notice);
         // Boxed so that it can be dropped the moment another ending wins.
         let mut handler = Box::pin(handler(socket, handle.clone()));
-        let (reason, goodbye) = loop {
+        let (reason, goodbye) = {
             tokio::select! {
                 biased;
-                reason = handle.ended() => break (reason, Goodbye::close(close_for_elsewhere(reason))),
+                reason = handle.ended() => (reason, goodbye_for(handle.ended_by(), reason)),
                 output = &mut handler => {
                     // The transport's word wins: a handler that saw its stream end says
                     // nothing about why.
-                    break match watch.transport() {
+                    match transport.get() {
                         Some(end) => match end.ending() {
                             Some((reason, close)) => (reason, close.map_or_else(Goodbye::none, Goodbye::close)),
                             // The client closed: the handler's word, and the close reply.
@@ -350,14 +344,6 @@ impl SocketTask {
                             }
                         },
                         None => output.into_socket_end().into_parts(),
-                    };
-                }
-                () = tokio::time::sleep_until(deadline) => {
-                    break (EndReason::TimedOut, Goodbye::close((1000, "max session length")));
-                }
-                _ = tick.tick() => {
-                    if let Some(ending) = self.limit_passed(&watch) {
-                        break ending;
                     }
                 }
             }
@@ -378,40 +364,18 @@ impl SocketTask {
         };
         let _ = tokio::time::timeout(self.close_timeout, goodbye).await;
     }
+}
 
-    /// How often the idle and write limits are looked at: four times per the shorter one,
-    /// so a limit is seen at most a quarter late (and never more often than every 10 ms).
-    fn watch_period(&self) -> Duration {
-        let off = Duration::MAX;
-        let idle = self.limits.idle_timeout.unwrap_or(off);
-        let first = self.limits.first_message_timeout.unwrap_or(off);
-        let shorter = idle
-            .min(first)
-            .min(self.limits.write_timeout.unwrap_or(off));
-        (shorter / 4).clamp(Duration::from_millis(10), Duration::from_secs(3600))
-    }
-
-    /// The ending of a limit the socket has passed, if any: a send that waited the write
-    /// timeout (no close frame: the client reads nothing), or a client silent for the idle
-    /// timeout while the handler waited for it.
-    fn limit_passed(&self, watch: &SocketWatch) -> Option<Ending> {
-        let passed = |waited: Option<Duration>, limit: Option<Duration>| {
-            waited
-                .zip(limit)
-                .is_some_and(|(waited, limit)| waited >= limit)
-        };
-        if passed(watch.stalled_for(), self.limits.write_timeout) {
-            return Some((EndReason::Disconnected, Goodbye::none()));
-        }
-        if passed(watch.silent_for(), self.limits.idle_timeout) {
-            let idle = Goodbye::close((1008, "idle timeout"));
-            return Some((EndReason::Disconnected, idle));
-        }
-        if passed(watch.unheard_for(), self.limits.first_message_timeout) {
-            let unheard = Goodbye::close((1008, "first message timeout"));
-            return Some((EndReason::Disconnected, unheard));
-        }
-        None
+/// What to send the client after its session ended while the handler ran: the close frame
+/// for the limit that ended it (none for a write stall: the client reads nothing), else for
+/// an end from elsewhere.
+fn goodbye_for(limit: Option<EndCause>, reason: EndReason) -> Goodbye {
+    match limit {
+        Some(EndCause::MaxSession) => Goodbye::close((1000, "max session length")),
+        Some(EndCause::Idle) => Goodbye::close((1008, "idle timeout")),
+        Some(EndCause::FirstFrame) => Goodbye::close((1008, "first message timeout")),
+        Some(EndCause::Stall) => Goodbye::none(),
+        _ => Goodbye::close(close_for_elsewhere(reason)),
     }
 }
 
@@ -422,13 +386,6 @@ fn close_for_elsewhere(reason: EndReason) -> (u16, &'static str) {
         EndReason::Shutdown => SHUTDOWN_CLOSE,
         _ => (1000, "session ended"),
     }
-}
-
-/// `now + d`, saturating at a far future instead of overflowing (`Instant + Duration`
-/// panics past the platform's range), so `Duration::MAX` turns a limit off.
-fn after(d: Duration) -> tokio::time::Instant {
-    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
-    tokio::time::Instant::now() + d.min(FAR)
 }
 
 /// Owns a socket's session in its task: a task dropped before its handler finished ends it

@@ -13,7 +13,8 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Empty, Full};
 use livecount_session::{EndReason, SessionTracker};
-use livecount_tower::{SessionBody, SessionLayer, SessionService};
+use livecount_tower::body::SessionBody;
+use livecount_tower::{SessionLayer, SessionService};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 type Tracker = SessionTracker;
@@ -361,7 +362,9 @@ fn the_service_body_and_future_are_send_and_sync() {
     send_sync::<SessionLayer>();
     send_sync::<SessionBody<Full<Bytes>>>();
     send_sync::<SessionService<tower::util::BoxCloneSyncService<Request<()>, Response<()>, ()>>>();
-    send_sync::<livecount_tower::ResponseFuture<std::future::Ready<Result<Response<()>, ()>>>>();
+    send_sync::<
+        livecount_tower::future::ResponseFuture<std::future::Ready<Result<Response<()>, ()>>>,
+    >();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

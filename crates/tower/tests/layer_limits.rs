@@ -22,7 +22,9 @@ use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use livecount::PerThread;
 use livecount_session::{EndReason, SessionTracker};
-use livecount_tower::{CountAll, GrpcOnlyLayer, SessionLayer, Watched};
+use livecount_tower::body::Inspected;
+use livecount_tower::grpc::GrpcOnlyLayer;
+use livecount_tower::{CountAll, SessionLayer};
 use raw_h2::raw_h2;
 use tokio::net::TcpListener;
 use tonic::server::NamedService;
@@ -506,7 +508,7 @@ async fn a_request_that_is_not_grpc_gets_415_and_is_no_session() {
 /// The layer for the request-body tests: watched, and leaving a dropped response to the
 /// service for far longer than the tests wait, so only the request body's failure can end
 /// a session in time.
-fn watched(tracker: &SessionTracker) -> SessionLayer<PerThread, (), CountAll, Watched> {
+fn inspected(tracker: &SessionTracker) -> SessionLayer<PerThread, (), CountAll, Inspected> {
     SessionLayer::new(tracker.clone())
         .max_request_message(1 << 20)
         .leave_drops_to_service(PATIENCE * 6)
@@ -545,7 +547,7 @@ async fn ended_at_once(tracker: &SessionTracker) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_while_the_handler_reads_is_cancelled_at_once() {
     let tracker = SessionTracker::new();
-    let (addr, _server) = serve!(watched(&tracker));
+    let (addr, _server) = serve!(inspected(&tracker));
     let mut h2 = raw_h2(addr, 65_535).await;
     let (_body, mut request) = echoing(&mut h2, false).await;
     request.send_reset(h2::Reason::CANCEL);
@@ -557,7 +559,7 @@ async fn a_reset_while_the_handler_reads_is_cancelled_at_once() {
 async fn a_reset_with_another_code_is_a_broken_stream_disconnected() {
     // What Envoy sends upstream when its client's connection dies.
     let tracker = SessionTracker::new();
-    let (addr, _server) = serve!(watched(&tracker));
+    let (addr, _server) = serve!(inspected(&tracker));
     let mut h2 = raw_h2(addr, 65_535).await;
     let (_body, mut request) = echoing(&mut h2, false).await;
     request.send_reset(h2::Reason::INTERNAL_ERROR);
@@ -568,7 +570,7 @@ async fn a_reset_with_another_code_is_a_broken_stream_disconnected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_cut_while_the_handler_reads_is_disconnected() {
     let tracker = SessionTracker::new();
-    let (addr, _server) = serve!(watched(&tracker));
+    let (addr, _server) = serve!(inspected(&tracker));
     let mut h2 = raw_h2(addr, 65_535).await;
     let (body, request) = echoing(&mut h2, false).await;
     // The connection task goes, and the socket with it, before the stream handles could
@@ -582,7 +584,7 @@ async fn a_connection_cut_while_the_handler_reads_is_disconnected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clean_half_close_is_never_a_cancel() {
     let tracker = SessionTracker::new();
-    let (addr, _server) = serve!(watched(&tracker));
+    let (addr, _server) = serve!(inspected(&tracker));
     let mut h2 = raw_h2(addr, 65_535).await;
     for _ in 0..20 {
         let (mut body, _request) = echoing(&mut h2, true).await; // the message, then END_STREAM

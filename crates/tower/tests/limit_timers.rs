@@ -16,7 +16,8 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use livecount_session::{EndReason, SessionTracker};
-use livecount_tower::{RequestBody, SessionBody, SessionLayer};
+use livecount_tower::SessionLayer;
+use livecount_tower::body::{RequestBody, SessionBody};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 const LIMIT: Duration = Duration::from_secs(4);
@@ -210,7 +211,7 @@ async fn a_reader_polling_within_the_write_timeout_is_never_stalled() {
     common::assert_only(&tracker, EndReason::Completed);
 }
 
-/// A `Watched` service whose handler reads the request body on its own task and answers a
+/// An `Inspected` service whose handler reads the request body on its own task and answers a
 /// gRPC stream fed by the returned sender.
 type Reader = tokio::task::JoinHandle<usize>;
 

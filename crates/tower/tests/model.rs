@@ -14,7 +14,9 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use livecount_session::{EndReason, SessionTracker};
-use livecount_tower::{ResponseFuture, SessionBody, SessionService};
+use livecount_tower::SessionService;
+use livecount_tower::body::SessionBody;
+use livecount_tower::future::ResponseFuture;
 use proptest::prelude::*;
 use tower::Service;
 

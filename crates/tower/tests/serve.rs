@@ -20,7 +20,8 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
-use livecount_tower::{Serve, serve};
+use livecount_tower::serve;
+use livecount_tower::serve::Serve;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore, oneshot};
@@ -476,7 +477,7 @@ async fn an_explicit_bound_is_capped_below_the_descriptor_limit() {
     let derived = server.effective_max_pending();
     let capped = server.max_pending(usize::MAX).effective_max_pending();
     eprintln!("soft limit {limit:?}: derived bound {derived}, usize::MAX capped to {capped}");
-    assert!(derived <= livecount_tower::MAX_DEFAULT_PENDING);
+    assert!(derived <= livecount_tower::serve::MAX_DEFAULT_PENDING);
     if let Some(limit) = limit {
         assert!(derived as u64 <= limit / 2, "{derived} of {limit}");
         assert!(

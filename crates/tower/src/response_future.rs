@@ -11,9 +11,9 @@ use livecount::{Counter, PerThread};
 use livecount_session::{EndReason, Session};
 use pin_project_lite::pin_project;
 
-use crate::body::{Deferred, SessionBody, head_outcome};
 use crate::limits::{Limit, is_grpc};
-use crate::watch::Watch;
+use crate::session_body::{Deferred, SessionBody, head_outcome};
+use crate::traffic::Traffic;
 
 pin_project! {
     /// The future [`SessionService`](crate::SessionService) returns. On the response it moves
@@ -46,7 +46,7 @@ pin_project! {
         #[pin]
         inner: Option<F>,
         session: Option<Session<C, M>>,
-        watch: Option<Watch<C, M>>,
+        traffic: Option<Traffic<C, M>>,
         request: RequestKind,
         // Whether the request is gRPC: the layer's own answers are then gRPC statuses.
         grpc: bool,
@@ -71,18 +71,18 @@ pin_project! {
 
 impl<F, C: Counter, M> ResponseFuture<F, C, M> {
     /// The future of `inner`, called for a request counted as `session` (if any) and
-    /// watched under `watch` (if any).
+    /// noted on `traffic` (if any).
     pub(crate) fn new(
         inner: F,
         session: Option<Session<C, M>>,
-        watch: Option<Watch<C, M>>,
+        traffic: Option<Traffic<C, M>>,
         request: RequestKind,
         grpc: bool,
     ) -> Self {
         ResponseFuture {
             inner: Some(inner),
             session,
-            watch,
+            traffic,
             request,
             grpc,
             retry_after: 0,
@@ -105,7 +105,7 @@ impl<F, C: Counter, M> ResponseFuture<F, C, M> {
         ResponseFuture {
             inner: None,
             session: None,
-            watch: None,
+            traffic: None,
             request: RequestKind::Other,
             grpc,
             retry_after,
@@ -146,21 +146,23 @@ fn answer<B, C: Counter, M>(
     response
 }
 
-/// Polls `inner` for a live session under `watch`: a limit's end first, and registered for
+/// Polls `inner` for a live session under `traffic`: a limit's end first, and registered for
 /// the end while the inner future waits.
-fn poll_watched<F: Future, C: Counter, M>(
+fn poll_limited<F: Future, C: Counter, M>(
     inner: Pin<&mut F>,
     session: &Session<C, M>,
-    watch: &Watch<C, M>,
+    traffic: &Traffic<C, M>,
     cx: &mut Context<'_>,
 ) -> Result<Poll<F::Output>, Limit> {
-    if let Some(limit) = watch.ended_by(session.reason()) {
+    if let Some(limit) = traffic.ended_by(session.reason()) {
         return Err(limit);
     }
     match inner.poll(cx) {
         Poll::Ready(output) => Ok(Poll::Ready(output)),
         Poll::Pending => match session.poll_ended(cx) {
-            Poll::Ready(reason) => watch.ended_by(Some(reason)).map_or(Ok(Poll::Pending), Err),
+            Poll::Ready(reason) => traffic
+                .ended_by(Some(reason))
+                .map_or(Ok(Poll::Pending), Err),
             Poll::Pending => Ok(Poll::Pending),
         },
     }
@@ -179,16 +181,16 @@ where
             let (retry_after, cap) = (*this.retry_after, *this.cap);
             return Poll::Ready(Ok(answer(*this.refusal, *this.grpc, retry_after, cap)));
         };
-        let polled = match (this.session.as_ref(), this.watch.as_ref()) {
-            (Some(session), Some(watch)) => poll_watched(inner, session, watch, cx),
+        let polled = match (this.session.as_ref(), this.traffic.as_ref()) {
+            (Some(session), Some(traffic)) => poll_limited(inner, session, traffic, cx),
             _ => Ok(inner.poll(cx)),
         };
         // A limit that ended the session while the inner future ran (a request message
         // above the limit, read by the handler) answers instead of the handler.
         let limit = match polled {
             Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(result)) => match (this.session.as_ref(), this.watch.as_ref()) {
-                (Some(session), Some(watch)) => watch.ended_by(session.reason()).ok_or(result),
+            Ok(Poll::Ready(result)) => match (this.session.as_ref(), this.traffic.as_ref()) {
+                (Some(session), Some(traffic)) => traffic.ended_by(session.reason()).ok_or(result),
                 _ => Err(result),
             },
             Err(limit) => Ok(limit),
@@ -202,7 +204,7 @@ where
             Err(result) => result,
         };
         let session = this.session.take();
-        let watch = this.watch.take();
+        let traffic = this.traffic.take();
         Poll::Ready(match result {
             Ok(response) => {
                 let outcome = head_outcome(response.status(), response.headers());
@@ -217,10 +219,10 @@ where
                         None
                     }
                 };
-                let watch = watch.filter(|_| session.is_some());
+                let traffic = traffic.filter(|_| session.is_some());
                 let deferred = this.deferred.take();
                 Ok(response.map(|body| {
-                    SessionBody::watched(body, session, watch, outcome, grpc).deferring(deferred)
+                    SessionBody::limited(body, session, traffic, outcome, grpc).deferring(deferred)
                 }))
             }
             Err(error) => {

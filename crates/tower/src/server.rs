@@ -66,7 +66,7 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The default largest request head, bytes: 32 KiB is nginx's default total for header
 /// lines (`large_client_header_buffers 4 8k`), above what browsers send with their
-/// cookies, and keeps [`MAX_DEFAULT_PENDING`](crate::MAX_DEFAULT_PENDING) half-sent heads
+/// cookies, and keeps [`MAX_DEFAULT_PENDING`](crate::serve::MAX_DEFAULT_PENDING) half-sent heads
 /// under 128 MiB of buffers (hyper's own bound is its ~400 KiB read buffer). A larger head
 /// is answered 431.
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -175,7 +175,7 @@ impl<S> Serve<S> {
     /// Holds at most `max` connections not yet upgraded or closed; at the bound a new one
     /// closes the oldest still waiting for a request head (else the oldest). Default: half
     /// the soft `RLIMIT_NOFILE` minus the descriptors open when the server starts, at
-    /// most [`MAX_DEFAULT_PENDING`](crate::MAX_DEFAULT_PENDING). An explicit bound is still
+    /// most [`MAX_DEFAULT_PENDING`](crate::serve::MAX_DEFAULT_PENDING). An explicit bound is still
     /// capped at the limit minus the descriptors open minus 32, so that the listener keeps
     /// working; at least 1.
     ///
@@ -253,7 +253,7 @@ impl<S> Serve<S> {
     /// ```
     /// # async fn doc(listener: tokio::net::TcpListener, app: axum::Router) {
     /// let server = livecount_tower::serve(listener, app);
-    /// assert!((1..=livecount_tower::MAX_DEFAULT_PENDING).contains(&server.effective_max_pending()));
+    /// assert!((1..=livecount_tower::serve::MAX_DEFAULT_PENDING).contains(&server.effective_max_pending()));
     /// # }
     /// ```
     pub fn effective_max_pending(&self) -> usize {

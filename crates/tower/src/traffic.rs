@@ -1,4 +1,4 @@
-//! [`Watch`]: a counted request's view of its session's limits, and [`Watcher`]: a layer's
+//! [`Traffic`]: a counted request's view of its session's limits, and [`RequestLimits`]: a layer's
 //! limits as the session table's [`Limits`], armed on each request's session.
 //!
 //! The limits are held by the tracker's one sweeper over the session table
@@ -16,11 +16,11 @@ use crate::limits::{Limit, StreamLimits};
 
 /// What a request's future and bodies share: a handle on its session, whose slot carries
 /// the traffic the sweeper reads and the cause of a limit's end.
-pub(crate) struct Watch<C: Counter, M> {
+pub(crate) struct Traffic<C: Counter, M> {
     handle: EndHandle<C, M>,
 }
 
-impl<C: Counter, M> Watch<C, M> {
+impl<C: Counter, M> Traffic<C, M> {
     /// A frame passed, in either direction.
     #[inline]
     pub(crate) fn active(&self) {
@@ -37,13 +37,14 @@ impl<C: Counter, M> Watch<C, M> {
     /// The response body is being polled: the transport took its last frame.
     #[inline]
     pub(crate) fn polled(&self) {
-        self.handle.note_polled();
+        self.handle.note_written();
     }
 
     /// The response body handed a frame to the transport.
     #[inline]
     pub(crate) fn yielded(&self) {
-        self.handle.note_yielded();
+        self.handle.note_frame();
+        self.handle.note_writing();
     }
 
     /// Ends the session for `limit`, if no other cause claimed it first; `true` if this
@@ -68,17 +69,17 @@ impl<C: Counter, M> Watch<C, M> {
     }
 }
 
-impl<C: Counter, M> Clone for Watch<C, M> {
+impl<C: Counter, M> Clone for Traffic<C, M> {
     fn clone(&self) -> Self {
-        Watch {
+        Traffic {
             handle: self.handle.clone(),
         }
     }
 }
 
-impl<C: Counter, M> fmt::Debug for Watch<C, M> {
+impl<C: Counter, M> fmt::Debug for Traffic<C, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Watch")
+        f.debug_struct("Traffic")
             .field("handle", &self.handle)
             .finish()
     }
@@ -86,26 +87,27 @@ impl<C: Counter, M> fmt::Debug for Watch<C, M> {
 
 /// A layer's limits, as the session table holds them.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Watcher {
+pub(crate) struct RequestLimits {
     /// Every limit but the client's deadline, which is per request.
     limits: Limits,
-    /// Whether a request needs a watch even with no time limit (the message limit).
+    /// Whether a request needs a traffic even with no time limit (the message limit).
     sized: bool,
 }
 
-impl Watcher {
-    /// A watcher for `limits`; `None` if no limit needs one.
+impl RequestLimits {
+    /// A request_limits for `limits`; `None` if no limit needs one.
     pub(crate) fn new(limits: &StreamLimits) -> Option<Self> {
         if !limits.timed() && limits.max_request_message.is_none() {
             return None;
         }
-        Some(Watcher {
+        Some(RequestLimits {
             limits: Limits {
                 max_session: limits.max_session,
                 deadline: None,
                 idle: limits.idle_timeout,
                 first_frame: limits.first_frame_timeout,
                 write: limits.write_timeout,
+                ..Limits::default()
             },
             sized: limits.max_request_message.is_some(),
         })
@@ -113,11 +115,11 @@ impl Watcher {
 
     /// Holds the session of a request whose client set `grpc_timeout` (if any) to the
     /// layer's limits; `None` (no limits for it) outside a tokio runtime.
-    pub(crate) fn watch<C, M>(
+    pub(crate) fn arm<C, M>(
         &self,
         session: &Session<C, M>,
         grpc_timeout: Option<Duration>,
-    ) -> Option<Watch<C, M>>
+    ) -> Option<Traffic<C, M>>
     where
         C: Counter + Send + Sync + 'static,
         M: Send + Sync + 'static,
@@ -129,7 +131,7 @@ impl Watcher {
         };
         let timed = limits.shortest().is_some();
         if (timed && session.hold_to(limits)) || (!timed && self.sized) {
-            return Some(Watch {
+            return Some(Traffic {
                 handle: session.handle(),
             });
         }

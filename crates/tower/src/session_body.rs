@@ -12,7 +12,7 @@ use livecount_session::{EndReason, Session};
 use pin_project_lite::pin_project;
 
 use crate::limits::Limit;
-use crate::watch::Watch;
+use crate::traffic::Traffic;
 
 pin_project! {
     /// The response body [`SessionService`](crate::SessionService) returns: the inner body,
@@ -38,7 +38,7 @@ pin_project! {
     /// # async fn main() {
     /// use http_body_util::{BodyExt, Full};
     /// use livecount_session::{EndReason, SessionTracker};
-    /// use livecount_tower::SessionBody;
+    /// use livecount_tower::body::SessionBody;
     ///
     /// let tracker: SessionTracker = SessionTracker::new();
     /// let body = SessionBody::new(Full::new(bytes::Bytes::from("hi")), Some(tracker.start()));
@@ -54,7 +54,7 @@ pin_project! {
         #[pin]
         inner: Option<B>,
         session: Option<Session<C, M>>,
-        watch: Option<Watch<C, M>>,
+        traffic: Option<Traffic<C, M>>,
         outcome: EndReason,
         // Whether the response is gRPC: a cut ends with the limit's status in trailers.
         grpc: bool,
@@ -137,21 +137,21 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
         session: Option<Session<C, M>>,
         outcome: EndReason,
     ) -> Self {
-        SessionBody::watched(inner, session, None, outcome, false)
+        SessionBody::limited(inner, session, None, outcome, false)
     }
 
-    /// Wraps `inner` of a request under `watch` (if any).
-    pub(crate) fn watched(
+    /// Wraps `inner` of a request under `traffic` (if any).
+    pub(crate) fn limited(
         inner: B,
         session: Option<Session<C, M>>,
-        watch: Option<Watch<C, M>>,
+        traffic: Option<Traffic<C, M>>,
         outcome: EndReason,
         grpc: bool,
     ) -> Self {
         SessionBody {
             inner: Some(inner),
             session,
-            watch,
+            traffic,
             outcome,
             grpc,
             deferred: None,
@@ -169,7 +169,7 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
         SessionBody {
             inner: None,
             session: None,
-            watch: None,
+            traffic: None,
             outcome: EndReason::Completed,
             grpc: false,
             deferred: None,
@@ -185,11 +185,11 @@ impl<B, C: Counter, M> SessionBody<B, C, M> {
 
 /// An empty body holding no session (what the layer's own answers carry), so that a layer
 /// mounted outside [`SessionLayer`](crate::SessionLayer) can make answers of this body type
-/// ([`GrpcOnly`](crate::GrpcOnly)'s 415).
+/// ([`GrpcOnly`](crate::grpc::GrpcOnly)'s 415).
 ///
 /// ```
 /// use http_body::Body;
-/// let body: livecount_tower::SessionBody<String> = Default::default();
+/// let body: livecount_tower::body::SessionBody<String> = Default::default();
 /// assert!(body.is_end_stream() && body.session().is_none());
 /// ```
 impl<B, C: Counter, M> Default for SessionBody<B, C, M> {
@@ -208,7 +208,7 @@ fn finish<C: Counter, M>(slot: &mut Option<Session<C, M>>, reason: EndReason) {
 /// What a body's `poll_frame` is ready with.
 type Polled<B> = Option<Result<Frame<<B as Body>::Data>, <B as Body>::Error>>;
 
-/// What a watched body does next.
+/// What a body under limits does next.
 enum Step<T> {
     /// Pass on what the inner body gave.
     Inner(Poll<T>),
@@ -217,27 +217,27 @@ enum Step<T> {
 }
 
 impl<B: Body, C: Counter, M> SessionBody<B, C, M> {
-    /// Polls the inner body of a live session under `watch`, noting the transport's poll and
+    /// Polls the inner body of a live session under `traffic`, noting the transport's poll and
     /// checking for a limit's end first; registers for the end while the inner body waits.
-    fn poll_watched(
+    fn poll_limited(
         inner: Pin<&mut B>,
         session: &Session<C, M>,
-        watch: &Watch<C, M>,
+        traffic: &Traffic<C, M>,
         cx: &mut Context<'_>,
     ) -> Step<Polled<B>> {
-        watch.polled();
-        if let Some(limit) = watch.ended_by(session.reason()) {
+        traffic.polled();
+        if let Some(limit) = traffic.ended_by(session.reason()) {
             return Step::Cut(limit);
         }
         match inner.poll_frame(cx) {
             Poll::Ready(frame) => {
                 if let Some(Ok(_)) = frame {
-                    watch.yielded();
+                    traffic.yielded();
                 }
                 Step::Inner(Poll::Ready(frame))
             }
             Poll::Pending => match session.poll_ended(cx) {
-                Poll::Ready(reason) => match watch.ended_by(Some(reason)) {
+                Poll::Ready(reason) => match traffic.ended_by(Some(reason)) {
                     Some(limit) => Step::Cut(limit),
                     None => Step::Inner(Poll::Pending),
                 },
@@ -262,8 +262,8 @@ impl<B: Body, C: Counter, M> Body for SessionBody<B, C, M> {
         let Some(session) = this.session.as_ref() else {
             return inner.poll_frame(cx); // not counted, or already ended
         };
-        let step = match this.watch.as_ref() {
-            Some(watch) => Self::poll_watched(inner, session, watch, cx),
+        let step = match this.traffic.as_ref() {
+            Some(traffic) => Self::poll_limited(inner, session, traffic, cx),
             None => Step::Inner(inner.poll_frame(cx)),
         };
         let frame = match step {
