@@ -3,7 +3,7 @@
 //! of the transport) ended it; and the per-slot record (`SlotLimits`) the edge bumps and the
 //! sweeper reads.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The limits a session is held to by its tracker's sweeper
@@ -136,11 +136,30 @@ impl EndCause {
     }
 }
 
-/// A duration as nanoseconds, 0 for none (a zero limit is one nanosecond).
-fn nanos(limit: Option<Duration>) -> u64 {
+/// A limit as its slot keeps it: whole milliseconds plus one (0: none; a limit rounds down
+/// to the millisecond, far below the sweeper's 10 ms at the finest), [`NEVER`] for one of
+/// 49 days or more. Four bytes, not eight: the slot stays as small as it was before the
+/// read-idle limit came (a larger slot moved the tracked pair's words across lines and
+/// cost it 3 %).
+fn encode(limit: Option<Duration>) -> u32 {
     limit.map_or(0, |d| {
-        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        u32::try_from(d.as_millis())
+            .ok()
+            .and_then(|ms| ms.checked_add(1))
+            .filter(|&encoded| encoded != NEVER)
+            .unwrap_or(NEVER)
     })
+}
+
+/// The encoded limit that never passes.
+const NEVER: u32 = u32::MAX;
+
+/// The nanoseconds an encoded limit stands for, `None` if it never passes.
+fn limit_nanos(encoded: u32) -> Option<u64> {
+    match encoded {
+        0 | NEVER => None,
+        ms => Some(u64::from(ms - 1) * 1_000_000),
+    }
 }
 
 /// One slot's limits, what the edge tells about the session's traffic, and what the sweeper
@@ -155,12 +174,12 @@ fn nanos(limit: Option<Duration>) -> u64 {
 #[derive(Debug, Default)]
 pub(crate) struct SlotLimits {
     armed: AtomicBool,
-    max_session: AtomicU64,
-    deadline: AtomicU64,
-    idle: AtomicU64,
-    first_frame: AtomicU64,
-    read_idle: AtomicU64,
-    write: AtomicU64,
+    max_session: AtomicU32,
+    deadline: AtomicU32,
+    idle: AtomicU32,
+    first_frame: AtomicU32,
+    read_idle: AtomicU32,
+    write: AtomicU32,
     /// Frames seen either way.
     activity: AtomicU64,
     /// `writes << 1 | holding`: a frame handed to the transport and not taken yet.
@@ -194,15 +213,15 @@ impl SlotLimits {
         }
         // Relaxed: published by `armed`'s Release store below.
         self.max_session
-            .store(nanos(limits.max_session), Ordering::Relaxed);
+            .store(encode(limits.max_session), Ordering::Relaxed);
         self.deadline
-            .store(nanos(limits.deadline), Ordering::Relaxed);
-        self.idle.store(nanos(limits.idle), Ordering::Relaxed);
+            .store(encode(limits.deadline), Ordering::Relaxed);
+        self.idle.store(encode(limits.idle), Ordering::Relaxed);
         self.first_frame
-            .store(nanos(limits.first_frame), Ordering::Relaxed);
+            .store(encode(limits.first_frame), Ordering::Relaxed);
         self.read_idle
-            .store(nanos(limits.read_idle), Ordering::Relaxed);
-        self.write.store(nanos(limits.write), Ordering::Relaxed);
+            .store(encode(limits.read_idle), Ordering::Relaxed);
+        self.write.store(encode(limits.write), Ordering::Relaxed);
         // Release: pairs with the sweeper's Acquire load in `sweep`.
         self.armed.store(true, Ordering::Release);
         true
@@ -274,13 +293,18 @@ impl SlotLimits {
     /// lifecycle's line: the common session costs its free nothing here).
     #[cold]
     pub(crate) fn reset(&self) {
-        let words = [
+        let limits = [
             &self.max_session,
             &self.deadline,
             &self.idle,
             &self.first_frame,
             &self.read_idle,
             &self.write,
+        ];
+        for limit in limits {
+            limit.store(0, Ordering::Relaxed);
+        }
+        let words = [
             &self.activity,
             &self.response,
             &self.reading,
@@ -326,9 +350,9 @@ impl SlotLimits {
         }
         let hold_at = held_since(&self.response, &self.seen_response, &self.hold_at, stamp);
         let wait_at = held_since(&self.reading, &self.seen_reading, &self.wait_at, stamp);
-        let past = |since: u64, limit: &AtomicU64| {
-            let limit = limit.load(Ordering::Relaxed);
-            since != 0 && limit != 0 && stamp.saturating_sub(since) >= limit
+        let past = |since: u64, limit: &AtomicU32| {
+            limit_nanos(limit.load(Ordering::Relaxed))
+                .is_some_and(|limit| since != 0 && stamp.saturating_sub(since) >= limit)
         };
         let (max_session, deadline) = (
             self.max_session.load(Ordering::Relaxed),
@@ -540,12 +564,45 @@ mod tests {
         for (a, b) in [
             (&slot.reading, &fresh.reading),
             (&slot.response, &fresh.response),
-            (&slot.read_idle, &fresh.read_idle),
             (&slot.wait_at, &fresh.wait_at),
             (&slot.seen_reading, &fresh.seen_reading),
         ] {
             assert_eq!(a.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
         }
+        assert_eq!(slot.read_idle.load(Ordering::Relaxed), 0);
         assert!(!slot.heard.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn limits_keep_milliseconds_and_the_longest_never_pass() {
+        assert_eq!(encode(None), 0);
+        assert_eq!(limit_nanos(encode(Some(Duration::ZERO))), Some(0));
+        assert_eq!(
+            limit_nanos(encode(Some(Duration::from_micros(10_999)))),
+            Some(10_000_000)
+        );
+        assert_eq!(
+            limit_nanos(encode(Some(Duration::from_secs(3600)))),
+            Some(3_600_000_000_000)
+        );
+        for never in [
+            Duration::from_millis(u64::from(u32::MAX) - 1),
+            Duration::MAX,
+        ] {
+            assert_eq!(encode(Some(never)), NEVER);
+            assert_eq!(limit_nanos(encode(Some(never))), None);
+        }
+        let longest = Duration::from_millis(u64::from(u32::MAX) - 2);
+        assert_eq!(
+            limit_nanos(encode(Some(longest))),
+            Some((u64::from(u32::MAX) - 2) * 1_000_000)
+        );
+        // A limit that never passes does not pass, however long the session.
+        let slot = armed(Limits {
+            max_session: Some(Duration::MAX),
+            ..Limits::default()
+        });
+        assert_eq!(slot.sweep(0), None);
+        assert_eq!(slot.sweep(u64::MAX / 2), None);
     }
 }
