@@ -138,9 +138,9 @@ impl EndCause {
 
 /// A limit as its slot keeps it: whole milliseconds plus one (0: none; a limit rounds down
 /// to the millisecond, far below the sweeper's 10 ms at the finest), [`NEVER`] for one of
-/// 49 days or more. Four bytes, not eight: the slot stays as small as it was before the
-/// read-idle limit came (a larger slot moved the tracked pair's words across lines and
-/// cost it 3 %).
+/// 49 days or more. Four bytes, not eight: a larger slot moves the words a start and an
+/// end touch across cache lines (eight-byte limits measured 3 % slower on the tracked
+/// start+end pair, `benches/benches/session_layer.rs`).
 fn encode(limit: Option<Duration>) -> u32 {
     limit.map_or(0, |d| {
         u32::try_from(d.as_millis())
