@@ -155,6 +155,7 @@ impl<C: Counter, M> Held<C, M> {
     }
 
     /// Gives the reference up; `state` is `Some` (the slot's final word) if it was the last.
+    #[inline]
     fn free_if_last(&self, state: Option<u64>) {
         if let Some(state) = state {
             // SAFETY: we dropped the slot's last reference and touch nothing afterwards.

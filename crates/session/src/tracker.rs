@@ -244,6 +244,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     ///
     /// Where [`try_start`](SessionTracker::try_start) fails: when the session table is full
     /// (over two billion live sessions); nothing is counted then.
+    #[inline]
     pub fn start(&self) -> Session<C, M> {
         self.try_start_inner(None, None)
             .unwrap_or_else(|e| panic!("livecount-session: {e}"))
@@ -291,6 +292,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
         self.try_start_inner(None, Some(at))
     }
 
+    #[inline]
     fn try_start_inner(
         &self,
         metadata: Option<M>,
