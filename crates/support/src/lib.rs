@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | `check` | `check` | the counter checker: op programs on real threads vs a reference, fuzz corpus decoding and replay | `tests/` (proptest, corpus replay), `fuzz/` |
 //! | `protos` | `protos` | the committed generated gRPC code checked against its `.proto` files with a vendored `protoc` | `livecount-report`'s and `livecount-server`'s `generated_protos` tests |
-//! | [`provenance`] | (always) | where a committed result came from: CPU, cores, rustc, commit with `-dirty`, date | the picker, `lbsim`, `lbtestbed` |
+//! | [`provenance`] | (always) | where a committed result came from: CPU, cores, rustc, commit with `-dirty`, date; and the check that refuses to write `results/` from a dirty tree | the picker, `lbsim`, `lbtestbed`, the end-to-end balancer tests |
 //!
 //! The features keep the costs apart: `provenance` needs only std, `check` the counters
 //! and `arbitrary`, `protos` `tonic-prost-build` and the vendored `protoc` binaries, which

@@ -1,8 +1,10 @@
 //! Where a committed result came from, so a report can say it: the CPU and its cores, the
 //! toolchain, the commit (marked `-dirty` when tracked files outside `results/` differ from
-//! it) and the date.
-//! The picker (`livecount-picker`) and the simulator's `lbsim` both stamp their reports
-//! with it.
+//! it) and the date; and the one check every writer of committed results makes first,
+//! [`commit_for`]: results come from a clean commit.
+//! The picker (`livecount-picker`), the simulator's `lbsim`, `lbtestbed` and the end-to-end
+//! balancer tests stamp their reports with it; `scripts/provenance.py` is its twin for the
+//! scripts (the mutation report, the contention audit) and must agree with it.
 //!
 //! ```
 //! let cpu = livecount_support::provenance::cpu_model();
@@ -11,7 +13,8 @@
 //! assert!(livecount_support::provenance::label(&cpu, 2).ends_with("-2c"));
 //! ```
 
-use std::path::Path;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -72,9 +75,104 @@ pub fn commit_in(dir: Option<&Path>) -> String {
     let Some(head) = command("git", &["rev-parse", "--short", "HEAD"], dir) else {
         return "unknown".into();
     };
-    let dirty = command(
+    let dirty = changed_files(dir).is_none_or(|files| !files.is_empty());
+    if dirty { format!("{head}-dirty") } else { head }
+}
+
+/// The commit to stamp on results written to `dest`, once the check every writer of
+/// committed results makes before it starts has passed: results come from a clean commit.
+///
+/// Where `dest` lies in the top-level `results/` of a git checkout, that checkout must be
+/// clean as [`commit`] counts it: no tracked file outside `results/` differs from `HEAD`,
+/// staged or not. Untracked files do not count (the code a writer runs is tracked), nor do
+/// committed results being rewritten (a writer regenerates its own and the next one must
+/// still run). Then the answer is the bare commit; otherwise a [`DirtyTree`] naming the
+/// changed files. Anywhere else (`target/`, a scratch directory) nothing is refused and the
+/// answer is [`commit`], `-dirty` and all.
+///
+/// Call it before the work and stamp what it returns: a run that takes an hour was built
+/// from the tree as it was when it started, whatever happens to the checkout meanwhile.
+///
+/// ```
+/// use livecount_support::provenance;
+///
+/// // Outside any checkout's results/, nothing is refused.
+/// let scratch = std::env::temp_dir().join("livecount-doc-scratch");
+/// let commit = provenance::commit_for(&scratch)?;
+/// assert!(!commit.is_empty());
+/// # Ok::<(), provenance::DirtyTree>(())
+/// ```
+pub fn commit_for(dest: &Path) -> Result<String, DirtyTree> {
+    let Some(top) = results_checkout(dest) else {
+        return Ok(commit());
+    };
+    let files = changed_files(Some(&top));
+    let head = command("git", &["rev-parse", "--short", "HEAD"], Some(&top));
+    match (files, head) {
+        (Some(files), Some(head)) if files.is_empty() => Ok(head),
+        (files, _) => Err(DirtyTree {
+            dest: dest.to_path_buf(),
+            top,
+            files: files.unwrap_or_default(),
+        }),
+    }
+}
+
+/// Why [`commit_for`] refused: committed results would have come from a tree that is not a
+/// commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirtyTree {
+    dest: PathBuf,
+    top: PathBuf,
+    files: Vec<String>,
+}
+
+impl DirtyTree {
+    /// The changed tracked files, as `git status --porcelain` lists them (`" M crates/x.rs"`);
+    /// empty if git could not say.
+    pub fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
+impl fmt::Display for DirtyTree {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 10;
+        write!(
+            f,
+            "refusing to write {}: it is in the committed results of {}, ",
+            self.dest.display(),
+            self.top.display()
+        )?;
+        if self.files.is_empty() {
+            write!(f, "and git could not say whether that checkout is clean")?;
+        } else {
+            write!(f, "whose tracked files outside results/ differ from HEAD:")?;
+            for file in self.files.iter().take(SHOWN) {
+                write!(f, "\n    {file}")?;
+            }
+            if self.files.len() > SHOWN {
+                write!(f, "\n    … and {} more", self.files.len() - SHOWN)?;
+            }
+        }
+        write!(
+            f,
+            "\nResults come from a clean commit: commit these changes (or set them aside) and \
+             run again, or write the results outside results/"
+        )
+    }
+}
+
+impl std::error::Error for DirtyTree {}
+
+/// The tracked files outside the top-level `results/` that differ from `HEAD`, in the
+/// checkout containing `dir` (`None` if git cannot say). `--no-optional-locks`: a status
+/// taken while others work in the same checkout must not hold its index lock.
+fn changed_files(dir: Option<&Path>) -> Option<Vec<String>> {
+    let status = command_raw(
         "git",
         &[
+            "--no-optional-locks",
             "status",
             "--porcelain",
             "--untracked-files=no",
@@ -82,9 +180,31 @@ pub fn commit_in(dir: Option<&Path>) -> String {
             ":(top,exclude)results",
         ],
         dir,
-    )
-    .is_some_and(|s| !s.is_empty());
-    if dirty { format!("{head}-dirty") } else { head }
+    )?;
+    Some(status.lines().map(str::to_owned).collect())
+}
+
+/// The top directory of the checkout whose top-level `results/` holds `dest` (which need
+/// not exist yet), if one does.
+fn results_checkout(dest: &Path) -> Option<PathBuf> {
+    let dest = std::path::absolute(dest).ok()?;
+    let mut existing = dest.as_path();
+    while !existing.is_dir() {
+        existing = existing.parent()?;
+    }
+    let mut real = existing.canonicalize().ok()?;
+    for part in dest.strip_prefix(existing).ok()?.components() {
+        match part {
+            Component::ParentDir => {
+                real.pop();
+            }
+            Component::Normal(name) => real.push(name),
+            _ => {}
+        }
+    }
+    let top = command("git", &["rev-parse", "--show-toplevel"], Some(existing))?;
+    let top = Path::new(&top).canonicalize().ok()?;
+    real.starts_with(top.join("results")).then_some(top)
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, Howard Hinnant's algorithm).
@@ -115,6 +235,11 @@ pub fn iso_date(t: SystemTime) -> String {
 }
 
 fn command(program: &str, args: &[&str], dir: Option<&Path>) -> Option<String> {
+    command_raw(program, args, dir).map(|out| out.trim().to_owned())
+}
+
+/// `program`'s standard output as it printed it, if it ran and succeeded.
+fn command_raw(program: &str, args: &[&str], dir: Option<&Path>) -> Option<String> {
     let mut cmd = Command::new(program);
     cmd.args(args);
     if let Some(dir) = dir {
@@ -123,7 +248,7 @@ fn command(program: &str, args: &[&str], dir: Option<&Path>) -> Option<String> {
     let out = cmd.output().ok()?;
     out.status
         .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]
@@ -149,57 +274,119 @@ mod tests {
         assert_eq!(label("  --x86_64--  ", 16), "x86-64-16c");
     }
 
-    /// A scratch repository: clean, then dirty once a tracked file changes, and `unknown`
-    /// outside any checkout.
+    /// A scratch git repository under the temp directory (not inside any checkout), with
+    /// `f` and `results/r` committed; removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!(
+                "livecount-provenance-{name}-{}",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(dir.join("results")).unwrap();
+            let repo = Scratch(dir);
+            repo.git(&["init", "-q"]);
+            repo.write("f", "1");
+            repo.write("results/r", "1");
+            repo.git(&["add", "f", "results/r"]);
+            repo.git(&["commit", "-qm", "one"]);
+            repo
+        }
+
+        fn git(&self, args: &[&str]) {
+            let out = Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(["-c", "commit.gpgsign=false"])
+                .args(args)
+                .current_dir(&self.0)
+                .output()
+                .expect("git runs");
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        }
+
+        fn write(&self, file: &str, text: &str) {
+            std::fs::write(self.0.join(file), text).unwrap();
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Clean, then dirty once a tracked file changes, and `unknown` outside any checkout.
     #[test]
     fn commits_say_when_the_tree_is_dirty() {
-        let dir = std::env::temp_dir().join(format!("livecount-provenance-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let git = |args: &[&str]| {
-            let ok = Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "commit.gpgsign=false",
-                ])
-                .args(args)
-                .current_dir(&dir)
-                .output()
-                .expect("git runs")
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        std::fs::write(dir.join("f"), "1").unwrap();
-        std::fs::create_dir_all(dir.join("results")).unwrap();
-        std::fs::write(dir.join("results/r"), "1").unwrap();
-        git(&["add", "f", "results/r"]);
-        git(&["commit", "-qm", "one"]);
-        let clean = commit_in(Some(&dir));
+        let repo = Scratch::new("commit");
+        let dir = &repo.0;
+        let clean = commit_in(Some(dir));
         assert!(
             !clean.is_empty() && !clean.ends_with("-dirty") && clean != "unknown",
             "{clean}"
         );
-        std::fs::write(dir.join("f"), "2").unwrap();
-        assert_eq!(commit_in(Some(&dir)), format!("{clean}-dirty"));
+        repo.write("f", "2");
+        assert_eq!(commit_in(Some(dir)), format!("{clean}-dirty"));
         // Untracked files do not count, nor do committed results being rewritten.
-        std::fs::write(dir.join("f"), "1").unwrap();
-        std::fs::write(dir.join("new"), "x").unwrap();
-        std::fs::write(dir.join("results/r"), "2").unwrap();
-        assert_eq!(commit_in(Some(&dir)), clean);
+        repo.write("f", "1");
+        repo.write("new", "x");
+        repo.write("results/r", "2");
+        assert_eq!(commit_in(Some(dir)), clean);
         // From a subdirectory too (the exclusion is relative to the top).
         std::fs::create_dir_all(dir.join("sub")).unwrap();
         assert_eq!(commit_in(Some(&dir.join("sub"))), clean);
-        let _ = std::fs::remove_dir_all(&dir);
         let outside = std::env::temp_dir().join(format!("livecount-no-git-{}", std::process::id()));
         std::fs::create_dir_all(&outside).unwrap();
         // GIT_CEILING_DIRECTORIES would be needed if temp lived inside a checkout; it does not.
         assert_eq!(commit_in(Some(&outside)), "unknown");
         let _ = std::fs::remove_dir_all(&outside);
+    }
+
+    /// Writing into `results/` needs a clean tree: a modified or staged tracked file refuses,
+    /// naming it; untracked files and rewritten results do not; outside `results/` nothing
+    /// is refused.
+    #[test]
+    fn results_come_from_a_clean_tree() {
+        let repo = Scratch::new("clean");
+        let dir = &repo.0;
+        let head = commit_in(Some(dir));
+        // Not yet existing, below `results/`, a file in it, and `results/` itself.
+        let dests = [
+            dir.join("results/sim/new/deeper"),
+            dir.join("results/r"),
+            dir.join("results"),
+            dir.join("sub/../results/x"),
+        ];
+        for dest in &dests {
+            assert_eq!(commit_for(dest), Ok(head.clone()), "{}", dest.display());
+        }
+        // Untracked files anywhere and results being rewritten leave it clean.
+        repo.write("new", "x");
+        repo.write("results/untracked", "x");
+        repo.write("results/r", "2");
+        assert_eq!(commit_for(&dests[0]), Ok(head.clone()));
+
+        repo.write("f", "2");
+        for dest in &dests {
+            let refused = commit_for(dest).expect_err("a modified tracked file is dirty");
+            assert_eq!(refused.files(), [" M f"]);
+            let message = refused.to_string();
+            assert!(message.contains("refusing to write"), "{message}");
+            assert!(message.contains("\n     M f\n"), "{message}");
+            assert!(message.contains("commit these changes"), "{message}");
+        }
+        // Outside results/ nothing is refused (the stamp is this process's checkout's).
+        for dest in [dir.join("target/x"), dir.join("resultsx"), dir.clone()] {
+            assert!(commit_for(&dest).is_ok(), "{}", dest.display());
+        }
+        // Staged counts too.
+        repo.git(&["add", "f"]);
+        let refused = commit_for(&dests[0]).expect_err("a staged change is dirty");
+        assert_eq!(refused.files(), ["M  f"]);
+        repo.git(&["commit", "-qm", "two"]);
+        let head = commit_in(Some(dir));
+        assert_eq!(commit_for(&dests[0]), Ok(head));
     }
 }
