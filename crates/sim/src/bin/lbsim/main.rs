@@ -13,7 +13,10 @@
 //! reports each metric's mean and 95 % interval; the plots show the first seed's run.
 //!
 //! SCENARIO is a path, or the name of a bundled scenario (`crates/sim/scenarios/NAME.toml`).
-//! Results go to `results/sim/<scenario>/` unless `--out` says otherwise.
+//! Results go to `results/sim/<scenario>/` unless `--out` says otherwise. Writing into the
+//! checkout's `results/` (`run`, and `summary --out`) needs a clean tree: `lbsim` refuses
+//! before it starts, naming the changed files (`livecount_support::provenance::commit_for`),
+//! and stamps the commit it ran from.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -100,6 +103,16 @@ fn list() -> Result<(), String> {
 fn run_cmd(o: &RunOptions) -> Result<(), String> {
     let path = resolve(&o.scenario);
     let mut scenario = Scenario::load(&path).map_err(|e| e.to_string())?;
+    let dir = o
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("results/sim").join(&scenario.name));
+    // Before the runs: committed results come from a clean commit, the one stamped on them.
+    let commit = if o.write {
+        provenance::commit_for(&dir).map_err(|e| e.to_string())?
+    } else {
+        String::new()
+    };
     if let Some(seed) = o.seed {
         scenario.seed = seed;
     }
@@ -130,11 +143,7 @@ fn run_cmd(o: &RunOptions) -> Result<(), String> {
         );
     }
     if o.write {
-        let dir = o
-            .out
-            .clone()
-            .unwrap_or_else(|| Path::new("results/sim").join(&scenario.name));
-        let meta = meta(&path, o);
+        let meta = meta(&path, o, commit);
         let files = report::write_all(&result, &dir, &meta)
             .map_err(|e| format!("{}: cannot write results: {e}", dir.display()))?;
         for f in files {
@@ -210,7 +219,7 @@ fn run_with_progress(
     }
 }
 
-fn meta(path: &Path, o: &RunOptions) -> RunMeta {
+fn meta(path: &Path, o: &RunOptions, commit: String) -> RunMeta {
     let mut command = format!("cargo run --release -p livecount-sim -- run {}", o.scenario);
     if let Some(seed) = o.seed {
         command += &format!(" --seed {seed}");
@@ -221,7 +230,7 @@ fn meta(path: &Path, o: &RunOptions) -> RunMeta {
     }
     RunMeta {
         command,
-        commit: provenance::commit(),
+        commit,
         machine: format!("{}, {} CPUs", provenance::cpu_model(), provenance::cores()),
         rust: provenance::rustc(),
         scenario_file: relative(path).display().to_string(),

@@ -1,0 +1,139 @@
+//! `lbsim` writes committed results only from a clean commit: in a scratch repository with a
+//! changed tracked file, `run` and `summary --out` refuse before they start, naming the file;
+//! once it is committed they write, stamped with that commit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A scratch git repository under the temp directory with one committed file, `f`, and a
+/// `results/` directory; removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("livecount-sim-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("results")).expect("create the scratch repository");
+        let repo = Scratch(dir);
+        repo.git(&["init", "-q"]);
+        repo.write("f", "1");
+        repo.git(&["add", "f"]);
+        repo.git(&["commit", "-qm", "one"]);
+        repo
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(["-c", "commit.gpgsign=false"])
+            .args(args)
+            .current_dir(&self.0)
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn write(&self, file: &str, text: &str) {
+        std::fs::write(self.0.join(file), text).expect("write into the scratch repository");
+    }
+
+    /// `lbsim args…` run in the repository.
+    fn lbsim(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_lbsim"))
+            .args(args)
+            .current_dir(&self.0)
+            .output()
+            .expect("lbsim runs")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The committed simulator results, read (never written) by `summary`.
+fn committed_sim_results() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results/sim")
+}
+
+fn assert_refused(out: &Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr.contains("refusing to write"), "{stderr}");
+    assert!(stderr.contains(" M f"), "names the changed file: {stderr}");
+    assert!(stderr.contains("commit these changes"), "{stderr}");
+}
+
+#[test]
+fn lbsim_refuses_to_write_results_from_a_dirty_tree() {
+    let repo = Scratch::new("dirty");
+    repo.write("f", "2");
+    let run = [
+        "run",
+        "silent_then_speaking",
+        "--no-progress",
+        "--seeds",
+        "1",
+    ];
+    // The default destination, results/sim/SCENARIO below the current directory.
+    let out = repo.lbsim(&[&run[..], &["--policy", "random"]].concat());
+    assert_refused(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).is_empty(),
+        "refused before running: {out:?}"
+    );
+    // An explicit destination inside results/.
+    let dest = repo.0.join("results/elsewhere");
+    let dest = dest.to_str().expect("utf-8 path");
+    assert_refused(&repo.lbsim(&[&run[..], &["--out", dest]].concat()));
+    let committed = committed_sim_results();
+    let dir = committed.to_str().expect("utf-8 path");
+    assert_refused(&repo.lbsim(&["summary", "--dir", dir, "--out", "results/SUMMARY.md"]));
+    assert!(
+        !repo.0.join("results/sim").exists() && !repo.0.join("results/elsewhere").exists(),
+        "nothing written"
+    );
+    assert!(
+        !repo.0.join("results/SUMMARY.md").exists(),
+        "nothing written"
+    );
+
+    // Outside results/ a dirty tree is no reason to refuse.
+    let scratch = repo.0.join("scratch");
+    let scratch = scratch.to_str().expect("utf-8 path");
+    let out = repo.lbsim(&[&run[..], &["--policy", "random", "--out", scratch]].concat());
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn lbsim_stamps_results_with_the_clean_commit() {
+    let repo = Scratch::new("clean");
+    let head = repo.git(&["rev-parse", "--short", "HEAD"]);
+    let out = repo.lbsim(&[
+        "run",
+        "silent_then_speaking",
+        "--no-progress",
+        "--seeds",
+        "1",
+        "--policy",
+        "random",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let report = std::fs::read_to_string(repo.0.join("results/sim/silent_then_speaking/REPORT.md"))
+        .expect("the report is written");
+    assert!(report.contains(&format!("Commit: {head}  \n")), "{report}");
+    let committed = committed_sim_results();
+    let dir = committed.to_str().expect("utf-8 path");
+    let out = repo.lbsim(&["summary", "--dir", dir, "--out", "results/SUMMARY.md"]);
+    assert!(out.status.success(), "{out:?}");
+    let summary = std::fs::read_to_string(repo.0.join("results/SUMMARY.md")).expect("the summary");
+    assert!(
+        summary.starts_with(&format!(
+            "<!-- Generated by `lbsim summary` at commit {head} "
+        )),
+        "{summary}"
+    );
+}
