@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
+use livecount_support::provenance;
 
 use crate::contender::{self, Contender, Live, LiveName, SlabFloor, Tracked, Visit};
 use crate::figure::{Figure, Metric, Workload, find};
@@ -67,7 +68,8 @@ struct Cli {
     /// Where to write results [default: target/livecount-picker/MACHINE-LABEL]
     #[arg(long, value_name = "DIR", conflicts_with = "update_results")]
     out: Option<PathBuf>,
-    /// Write the committed reference, results/MACHINE-LABEL, instead of under target/
+    /// Write the committed reference, results/MACHINE-LABEL, instead of under target/ (from a
+    /// clean commit only)
     #[arg(long)]
     update_results: bool,
     /// Machine label [default: CPU model and cores]
@@ -208,7 +210,8 @@ impl Options {
 
 /// Runs the picker with `opts` as its binary does: measures, writes the results directory and
 /// returns what to print (or, with `compare` and `against`, only compares two files); an error
-/// message if a file cannot be read or written.
+/// message if a file cannot be read or written, or, before measuring, if the results would go
+/// into the checkout's `results/` from a dirty tree (`livecount_support::provenance::commit_for`).
 ///
 /// ```
 /// # let json = concat!(env!("CARGO_MANIFEST_DIR"), "/../../results/amd-epyc-2c/results.json");
@@ -228,23 +231,27 @@ pub fn run(opts: &Options) -> Result<String, String> {
             &new.figures,
         )));
     }
-    if opts.anchors {
-        let mut machine = Machine::detect();
-        if let Some(label) = &opts.label {
-            machine.label = label.clone();
-        }
-        let dir = opts
-            .out
-            .clone()
-            .unwrap_or_else(|| default_out(&machine.label, opts.update_results));
-        return crate::anchors::main_with(opts.budget, opts.reps, &machine, &dir);
-    }
-    let old = opts.compare.as_deref().map(load).transpose()?;
-    let results = measure(opts);
+    let label = opts
+        .label
+        .clone()
+        .unwrap_or_else(|| provenance::label(&provenance::cpu_model(), machine::cores()));
     let dir = opts
         .out
         .clone()
-        .unwrap_or_else(|| default_out(&results.machine.label, opts.update_results));
+        .unwrap_or_else(|| default_out(&label, opts.update_results));
+    // Before measuring: committed results come from a clean commit, the one stamped on them.
+    let commit = provenance::commit_for(&dir).map_err(|e| e.to_string())?;
+    if opts.anchors {
+        let machine = Machine {
+            label,
+            commit,
+            ..Machine::detect()
+        };
+        return crate::anchors::main_with(opts.budget, opts.reps, &machine, &dir);
+    }
+    let old = opts.compare.as_deref().map(load).transpose()?;
+    let mut results = measure(opts);
+    results.machine.commit = commit;
     write(&results, &dir)?;
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut out = format!(
@@ -683,6 +690,45 @@ mod tests {
             let err = parse(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
         }
+    }
+
+    /// `--update-results` (or `--out` into `results/`) from a dirty tree is refused before
+    /// anything is measured, naming the changed file; a scratch repository stands in for the
+    /// checkout.
+    #[test]
+    fn a_dirty_tree_is_refused_before_measuring() {
+        let repo =
+            std::env::temp_dir().join(format!("livecount-picker-dirty-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&repo);
+        std::fs::create_dir_all(repo.join("results")).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(["-c", "commit.gpgsign=false"])
+                .args(args)
+                .current_dir(&repo)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(repo.join("f"), "1").unwrap();
+        git(&["add", "f"]);
+        git(&["commit", "-qm", "one"]);
+        std::fs::write(repo.join("f"), "2").unwrap();
+        for mode in ["--quick", "--anchors"] {
+            let out = repo.join("results/machine");
+            let opts = parse(&format!("{mode} --out {}", out.display())).unwrap();
+            let started = Instant::now();
+            let err = run(&opts).unwrap_err();
+            assert!(
+                err.contains("refusing to write") && err.contains(" M f"),
+                "{err}"
+            );
+            assert!(started.elapsed() < Duration::from_secs(5), "refused first");
+            assert!(!out.exists());
+        }
+        let _ = std::fs::remove_dir_all(&repo);
     }
 
     #[test]
