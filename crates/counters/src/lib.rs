@@ -91,17 +91,24 @@
 //!
 //! # Performance
 //!
-//! Measured numbers live in the repository's `results/` folder; `cargo run --release` in the
-//! repository runs the picker on your machine and names the counter to import for your
-//! workload. In the committed run (`results/intel-r-xeon-r-processor-2c/REPORT.md`: a 2-core
-//! Xeon VM, 2 threads starting and ending sessions; ballpark, ±20 % run to run): `PerThread`
-//! 792.6 M start+end pairs/s (27.9× `AtomicI64`, at the physical ceiling of a plain store
-//! per thread, which did 725.1 M in the same run), `Sharded` 143.1 M, `Striped` 101.7 M,
-//! `Single` 29.9 M. On a 2-core AMD EPYC VM (`results/amd-epyc-2c/REPORT.md`, 2 threads):
-//! `PerThread` 808.2 M, `PerCpu` 531.5 M (on rseq), `Sharded` 240.9 M, `Striped` 100.3 M,
-//! `Single` 68.6 M; with 1 000 threads alive a `PerCpu` read took 16.8 ns, a `PerThread`
-//! read 2.9 µs. `Striped` has been reworked since those runs: side by side it now matches
-//! `Sharded` and does about 1.75× Java's `LongAdder` ([`Striped`]'s docs; `scripts/longadder.sh`).
+//! The table above says what an update and a read cost in instructions and cache lines; what
+//! that comes to in pairs per second depends on the machine and the workload, so it is
+//! measured, not stated here. `cargo run --release` in the repository runs the picker on
+//! your machine for the workload you describe (threads, reader pace, bytes per counter) and
+//! names the counter to import. The committed runs, each with its machine, toolchain and
+//! commit and the command that reproduces it, are in the repository's `results/` folder:
+//! `results/intel-r-xeon-r-processor-2c/REPORT.md` (a 2-core Xeon VM),
+//! `results/amd-epyc-2c/REPORT.md` and `results/amd-epyc-2c-256-threads/REPORT.md` (a 2-core
+//! AMD EPYC VM; the second for a described service of 256 threads), and [`Striped`] beside
+//! Java's `LongAdder` in `results/intel-r-xeon-r-processor-2c/anchors.md`.
+//!
+//! What holds on any machine, by construction: [`PerThread`] and [`PerCpu`] (on rseq) do no
+//! locked instruction per update, so they scale with cores until the memory system stops
+//! them; [`Sharded`] does one on a line the thread has to itself while threads do not
+//! outnumber shards, [`Striped`] one on its base until that is contended, then on the stripe
+//! the thread's probe picks; [`Single`] does one on a line every thread shares, so it is the
+//! one that falls as threads are added. A read walks every cell: [`PerCpu`]'s cost grows with
+//! the CPUs, [`PerThread`]'s with the threads ever seen.
 //!
 //! # Implementation notes
 //!

@@ -63,16 +63,14 @@ const _: () = assert!(
 /// one line run faster than one word taking both: an end does not wait on its own start's
 /// locked write to the same word). It costs the read a second word per cell.
 ///
-/// Side by side in one run (`scripts/longadder.sh`: the picker's `--anchors` table, timed by
-/// the cores' busy time; a shared, loaded 2-core Xeon VM, ballpark), `Striped` did 98 / 198 /
-/// 197 / 195 M start+end pairs/s at 1 / 2 / 4 / 8 threads: 1.75–1.77× Java 17's
-/// `LongAdder` (whose cells hold one signed value, so an increment and its decrement
-/// serialise on one word), 1.43–1.94× [`Single`](crate::Single), and 1.00–1.04× `Sharded` —
-/// a tie (0.98× in the next run), as it should be: both now do the same work per update.
-/// Before (same session, the picker's loop): 0.73–0.84× `Sharded`, because every update paid
-/// a call with seven register saves (the update was not inlined), a lazily initialised
-/// thread-local with a destructor for the probe, and a bucket table's arithmetic (`bsr`,
-/// shifts, a dependent load of the bucket) to find the stripe.
+/// Side by side with `Sharded`, `Single` and Java's `LongAdder` (`scripts/longadder.sh` in
+/// the repository; the committed run is `results/intel-r-xeon-r-processor-2c/anchors.md`):
+/// level with `Sharded` where neither is contended, since both then do the same work per
+/// update, and ahead of `LongAdder`, whose cells hold one signed value, so that an increment
+/// and its decrement serialise on one word. The tie with `Sharded` depends on the update path
+/// staying that short: the update inlined whole, the probe a plain `const` thread-local (no
+/// lazy initialisation, no destructor), the stripe found by one mask; with a call, a lazily
+/// initialised probe and a bucket table's arithmetic instead, `Striped` fell clearly behind.
 ///
 /// # Examples
 ///
