@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use livecount_sim::{PolicyResult, Scenario};
+use livecount_support::provenance;
 use livecount_testbed::balancer::{Balancer, Tools};
 use livecount_testbed::compare::{self, Metric, Side};
 use livecount_testbed::report::{self, Comparison};
@@ -34,7 +35,7 @@ struct Args {
     /// target/testbed/SCENARIO/, or results/testbed/SCENARIO/ with --update-results]
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Write into results/testbed/SCENARIO/ (the committed results)
+    /// Write into results/testbed/SCENARIO/ (the committed results; from a clean commit only)
     #[arg(long)]
     update_results: bool,
     /// Exit 1 unless the ranking agrees (the agreement test)
@@ -67,12 +68,22 @@ async fn main_(args: Args) -> Result<bool, String> {
         ));
     }
     let (scaling, _) = Scaling::new(&scenario, args.core_scale)?;
+    let workspace = run::workspace();
+    let dir = args.out.clone().unwrap_or_else(|| {
+        let root = if args.update_results {
+            "results"
+        } else {
+            "target"
+        };
+        workspace.join(root).join("testbed").join(&scenario.name)
+    });
+    // Before the runs: committed results come from a clean commit, the one stamped on them.
+    let commit = provenance::commit_for(&dir).map_err(|e| e.to_string())?;
     let agent = args
         .agent
         .clone()
         .or_else(run::find_agent)
         .ok_or("livecount-agent not found next to lbtestbed: build it (cargo build --release -p livecount-server) or pass --agent")?;
-    let workspace = run::workspace();
     let setup = Setup {
         agent,
         tools: Tools::find(&workspace),
@@ -86,6 +97,7 @@ async fn main_(args: Args) -> Result<bool, String> {
     };
     let mut comparison = Comparison {
         scenario: scenario.name.clone(),
+        commit,
         core_scale: args.core_scale,
         chunk_gap_ms: scaling.chunk_gap_ms,
         sides: Vec::new(),
@@ -148,14 +160,6 @@ async fn main_(args: Args) -> Result<bool, String> {
             .extend(compare::ranking(&comparison.sides, m));
     }
     comparison.figures = compare::figures(&comparison.sides, &Metric::ALL);
-    let dir = args.out.clone().unwrap_or_else(|| {
-        let root = if args.update_results {
-            "results"
-        } else {
-            "target"
-        };
-        workspace.join(root).join("testbed").join(&scenario.name)
-    });
     let command = command_line(&args);
     report::write(&dir, &scenario, &scaling, &comparison, &command)?;
     println!("{}", compare::table(&comparison.sides));

@@ -18,6 +18,9 @@ use crate::scaling::Scaling;
 pub struct Comparison {
     /// The scenario's name.
     pub scenario: String,
+    /// The commit the run started from (`livecount_support::provenance::commit_for` its
+    /// destination: bare, checked clean, for the committed results).
+    pub commit: String,
     /// Real cores per scenario core.
     pub core_scale: f64,
     /// The agents' pacing and flags.
@@ -89,7 +92,7 @@ fn markdown(scenario: &Scenario, scaling: &Scaling, c: &Comparison, command: &st
         "Machine: {} · Rust: {} · Commit: {} · Date: {}\n",
         provenance::label(&provenance::cpu_model(), cores),
         provenance::rustc(),
-        provenance::commit(),
+        c.commit,
         provenance::iso_date(SystemTime::now()),
     );
     let _ = writeln!(out, "Reproduce: `{command}`\n");
