@@ -21,15 +21,15 @@ The rule, for a page (the README) and the files under `results/` it links:
   figures); digit groups separated by a space (also a no-break or thin space) are one number
   with a thousands separator: `1 708.5` is 1708.5.
 * **Present.** Each number must occur in one of the unit's linked files exactly as written
-  (`2.2` is not `2.15`, `4.0` is not `4.00`), as a number and not inside a longer one
-  (`34` is not in `34.6`, `1.0` is not in `1.05`; a version's head is: `2.42` is in
-  `2.42.0`), with or without its thousands separators. A number written with a suffix the
-  reports print beside their figures must occur with the same suffix: a ratio's `×` right
-  after the number (`34×` needs `34×`, and `±34%` will not do; `2 × CPUs` is a product, not
-  a ratio), or the SI `k`, `M` or `G` of a throughput, a space before it or not (`1.03 G`
-  needs `1.03 G` or `1.03G`, never `1.03 M`). `%` is not compared, since a report may carry
-  it in a column's heading (`overloaded assignments (%)`); nor are units such as `ns`, `s`
-  or `bytes`.
+  (`2.2` is not `2.15`, `4.0` is not `4.00`), as a number and not inside a longer one (`34`
+  is not in `34.6`, `1.0` is not in `1.05`; a version's head is: `2.42` is in `2.42.0`, `17`
+  in `17.0.15`), with or without its thousands separators. A number written with a suffix
+  the reports print beside their figures must occur with the same suffix: a ratio's `×`
+  right after the number (`34×` needs `34×`, and `±34%` will not do; `2 × CPUs` is a
+  product, not a ratio), or the SI `k`, `M` or `G` of a throughput, a space before it or not
+  (`1.03 G` needs `1.03 G` or `1.03G`, never `1.03 M`). `%` is not compared, since a report
+  may carry it in a column's heading (`overloaded assignments (%)`); nor are units such as
+  `ns`, `s` or `bytes`.
 
 This checks presence, not meaning: a small number (`2`) is in nearly every file. It catches
 the drift that matters — a figure rounded, copied from a run that was never committed, or
@@ -133,8 +133,9 @@ def present(digits, suffix, text):
         tail = "×"
     elif suffix:
         tail = rf"{SPACE}?{suffix}(?!\w)"
-    # An integer is not the head of a decimal (34 in 34.6); a decimal may head a version.
-    after = r"(?!\d)" if fraction else r"(?!\d|\.\d)"
+    # A number is not the head of a longer one (34 in 34.6), but it may head a version
+    # (2.42 in 2.42.0, 17 in 17.0.15).
+    after = r"(?!\d)" if fraction else r"(?!\d)(?!\.\d+(?!\.\d))"
     return re.search(rf"(?<![\w.]){body}{after}{tail}", text) is not None
 
 
@@ -164,20 +165,20 @@ def missing_figures(page):
 SELF_TEST_PAGE = """# Page
 
 On a test machine ([report](results/r/REPORT.md)) it did 1.03 G pairs/s, 34.6× the
-baseline, with 1 000 threads alive 1 708 ns (version 2.42); it is wrong to say 34× or
-1.03 M or 17 ns. A sentence without a link still quotes 99 % of it (30 × 7), not 98.
+baseline, with 1 000 threads alive 1 708 ns (versions 2.42 and 17); it is wrong to say 34× or
+1.03 M or 19 ns. A sentence without a link still quotes 99 % of it (30 × 7), not 98.
 
 Unlinked 12345 figures are not checked.
 
 | row | 12.5 % and 7 of 30 ([report](results/r/REPORT.md)) |
 | row | 12.6 % ([report](results/r)) |
 """
-SELF_TEST_REPORT = """| a | 1.03 G | 34.6× | 1708 | 1000 | 99% | 12.5 % | 7 of 30 | 2.42.0 |\n"""
+SELF_TEST_REPORT = """| a | 1.03 G | 34.6× | 1708 | 1000 | 99% | 12.5 % | 7 of 30 | 2.42.0 | 17.0.15 |\n"""
 
 
 def self_test():
     """Runs the checker on a page written for it; exits 1 on a wrong answer."""
-    expected = [(4, "34×"), (5, "1.03 M"), (5, "17"), (5, "98"), (10, "12.6")]
+    expected = [(4, "34×"), (5, "1.03 M"), (5, "19"), (5, "98"), (10, "12.6")]
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "README.md"
         page.write_text(SELF_TEST_PAGE)
