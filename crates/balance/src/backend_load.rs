@@ -116,9 +116,9 @@ pub enum LoadSignal {
     /// infinite otherwise: for power-of-two-choices over backends of one size whose
     /// headroom is an estimate per report interval (livecount's is). p2c on
     /// [`Occupancy`](LoadSignal::Occupancy) settles where the occupancies are equal, so two
-    /// equal backends split by their headroom *estimates* (2.6 against 186 on two idle
-    /// agents in one run), and an idle hot backend reads 0, the best, whenever it has any
-    /// headroom at all; comparing open sessions among backends with room does neither.
+    /// equal backends split by their headroom *estimates* (which two equal agents can put far
+    /// apart), and an idle hot backend reads 0, the best, whenever it has any headroom at
+    /// all; comparing open sessions among backends with room does neither.
     ActiveWithRoom,
 }
 

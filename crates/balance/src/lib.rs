@@ -120,9 +120,9 @@ let chosen = balance.ready().await.unwrap().call(()).await.unwrap();
 //! [`SessionLoad::load`](tower::load::Load) (one per backend per p2c pick) is
 //! [`LoadFeed::load`]: two atomic loads and a clock read, no lock, no allocation. Each feed
 //! runs one tokio task; [`HttpLoadSource`] opens one short connection per poll, and
-//! `OrcaLoadSource` holds one stream open per backend. How well it places sessions, three
-//! agents with one hot, on the 2-core development VM (ballpark):
-//! `results/lb/tower-p2c/REPORT.md` in the repository.
+//! `OrcaLoadSource` holds one stream open per backend. How well it places sessions (three
+//! agents with one hot, on loopback on 2 cores; ballpark): `results/lb/tower-p2c/REPORT.md`
+//! in the repository.
 //!
 //! # Implementation notes
 //!
