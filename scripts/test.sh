@@ -12,6 +12,9 @@
 #   3. shuttle models (scripts/shuttle.sh): eight threads, random and PCT schedules;
 #   3b. the contention audit (scripts/audit.sh): which threads write which cache lines, at 8
 #      and 64 threads, against each counter's and the tracker's design (seconds);
+#   3c. AddressSanitizer with LeakSanitizer over the tests of every crate with `unsafe` code
+#      (scripts/sanitize.sh), on the machine's nightly toolchain (fails, naming what is
+#      missing, where there is none);
 #   4. a short fuzz run of every target on stable (fuzz/run.sh), FUZZ_SECONDS each
 #      (default 10; 0 skips it). New inputs go to a scratch directory.
 #
@@ -67,6 +70,9 @@ scripts/shuttle.sh
 
 step "contention audit"
 scripts/audit.sh
+
+step "AddressSanitizer + LeakSanitizer (scripts/sanitize.sh)"
+scripts/sanitize.sh
 
 if [[ "${FUZZ_SECONDS:-10}" != 0 ]]; then
     step "fuzz (${FUZZ_SECONDS:-10} s per target)"

@@ -203,7 +203,7 @@ pub(crate) mod rseq {
     #[allow(unsafe_code)]
     pub(crate) unsafe fn add_on_this_cpu(area: usize, field: *const AtomicU64, limit: u64) -> bool {
         let at: u64;
-        // SAFETY (the kernel ABI, `linux/rseq.h` and the kernel's `rseq_ip_fixup`):
+        // SAFETY: by the kernel ABI (`linux/rseq.h` and the kernel's `rseq_ip_fixup`):
         // - `area` is this thread's rseq area, registered by glibc (see `cpu_id`): the
         //   thread pointer plus `__rseq_offset`, in the thread's descriptor for its whole
         //   life; `area + 8` is its `rseq_cs` pointer, which only this thread writes (the

@@ -106,6 +106,7 @@
 //!   checked to allocate nothing.
 
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod agent_check;

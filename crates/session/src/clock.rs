@@ -118,6 +118,7 @@ mod linux {
         // SAFETY:
         // - `clock_gettime` (libc, served by the vDSO) writes one `timespec` through the
         //   pointer, which is valid and writable for the duration of the call.
+        #[allow(unsafe_code)]
         let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
         if rc == 0 { nanos(&ts) } else { None }
     }
@@ -132,6 +133,7 @@ mod linux {
         // SAFETY:
         // - `clock_getres` writes one `timespec` through the pointer, which is valid and
         //   writable for the duration of the call.
+        #[allow(unsafe_code)]
         let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
         let tick = if rc == 0 { nanos(&ts)? } else { return None };
         // Coarser than a second would be a broken clock; finer than 1 µs, not coarse at all.

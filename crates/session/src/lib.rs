@@ -142,6 +142,9 @@
 //! * The `unsafe` is the slot table (raw slot and tracker pointers kept valid by counted
 //!   references), two token cells and a data cell per session, each with its `SAFETY:`
 //!   argument (loom checks the cells' exclusive access), and the coarse clock's libc calls.
+//!   The crate denies `unsafe_code` and allows it per site. Every test of the crate runs
+//!   under AddressSanitizer with LeakSanitizer as well (`scripts/sanitize.sh`): use after
+//!   free, out-of-bounds access and leaked tracker state are reported as errors.
 //!
 //! # Performance
 //!
@@ -197,6 +200,7 @@
 //! behind the change are in `results/session-table/REPORT.md`.
 
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod cap;

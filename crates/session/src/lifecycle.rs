@@ -99,6 +99,7 @@ pub(crate) struct Lifecycle<C: Counter> {
 //   neither BUSY nor ENDED, so one holder at a time), or by the `end` winner when the state it
 //   replaced had BUSY clear (after which BUSY can never be set again). Each handover is a
 //   Release CAS read by an Acquire CAS on the same word.
+#[allow(unsafe_code)]
 unsafe impl<C: Counter> Sync for Lifecycle<C> {}
 
 impl<C: Counter> Lifecycle<C> {
@@ -116,6 +117,7 @@ impl<C: Counter> Lifecycle<C> {
     /// guard's), and returns its generation. The caller owns the free slot: it took it from
     /// a free list, which it was put on by the thread that dropped its last reference.
     #[inline]
+    #[allow(unsafe_code)]
     pub(crate) fn activate(&self, tally: &Tally<C>) -> u32 {
         // Relaxed: nobody else touches a free slot's word; how the slot reached us (a free
         // list of this thread, or the tracker's pool, which synchronises) orders the rest.
@@ -271,6 +273,7 @@ impl<C: Counter> Lifecycle<C> {
         // SAFETY:
         // - We set ENDED, which no other CAS can do again, so no other thread touches
         //   `total_token` (see the `Sync` impl); `start` wrote it before sharing.
+        #[allow(unsafe_code)]
         let token = self.total_token.with_mut(|cell| unsafe { (*cell).take() });
         if let Some(token) = token {
             tally.total.decrement(token);
@@ -330,6 +333,7 @@ impl<C: Counter> Lifecycle<C> {
     /// Moves a live session to `phase`. `false` if the session has ended. Concurrent
     /// transitions are linearised: one that finds another in flight returns `true` without
     /// changing anything (it took effect and was at once overridden).
+    #[allow(unsafe_code)]
     pub(crate) fn set_phase(&self, phase: Phase, tally: &Tally<C>) -> bool {
         // Acquire: sees the phase token as the last BUSY holder left it.
         let mut state = self.state.load(Ordering::Acquire);
@@ -407,6 +411,7 @@ impl<C: Counter> Lifecycle<C> {
         // SAFETY:
         // - The caller owns the phase token (documented above; both callers argue it), so no
         //   other thread accesses the cell concurrently.
+        #[allow(unsafe_code)]
         let token = self.phase_token.with_mut(|cell| unsafe { (*cell).take() });
         if let Some(token) = token {
             tally.generating.decrement(token);

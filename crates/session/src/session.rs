@@ -78,16 +78,20 @@ struct Held<C: Counter, M> {
 //   the slot's data is written only while no reference exists. `M` is shared by reference
 //   between threads (`metadata()`) and dropped on whichever thread frees the slot, hence
 //   `M: Send + Sync`.
+#[allow(unsafe_code)]
 unsafe impl<C: Counter, M: Send + Sync> Send for Held<C, M> {}
 // SAFETY: as for `Send`: every method takes `&self` and is safe to call concurrently.
+#[allow(unsafe_code)]
 unsafe impl<C: Counter, M: Send + Sync> Sync for Held<C, M> {}
 
 impl<C: Counter, M> Held<C, M> {
+    #[allow(unsafe_code)]
     fn slot(&self) -> &Slot<C, M> {
         // SAFETY: we hold a reference to the slot (see the `Send` impl).
         unsafe { self.slot.as_ref() }
     }
 
+    #[allow(unsafe_code)]
     fn shared(&self) -> &Shared<C, M> {
         // SAFETY: the slot we hold keeps the tracker state alive.
         unsafe { self.shared.as_ref() }
@@ -156,6 +160,7 @@ impl<C: Counter, M> Held<C, M> {
 
     /// Gives the reference up; `state` is `Some` (the slot's final word) if it was the last.
     #[inline]
+    #[allow(unsafe_code)]
     fn free_if_last(&self, state: Option<u64>) {
         if let Some(state) = state {
             // SAFETY: we dropped the slot's last reference and touch nothing afterwards.

@@ -93,6 +93,7 @@ struct Data<M> {
 //   the last reference is gone), and read only by reference holders in between, who
 //   acquired the published word. `M` is read by reference from any thread and dropped by the
 //   freer, hence `M: Send + Sync`.
+#[allow(unsafe_code)]
 unsafe impl<C: Counter, M: Send + Sync> Sync for Slot<C, M> {}
 
 impl<C: Counter, M> Slot<C, M> {
@@ -116,6 +117,7 @@ impl<C: Counter, M> Slot<C, M> {
     }
 
     /// The start, as a tracker clock reading.
+    #[allow(unsafe_code)]
     pub(crate) fn started(&self) -> u64 {
         // SAFETY:
         // - The caller holds a reference (see the type's docs): the data is written only by
@@ -123,6 +125,7 @@ impl<C: Counter, M> Slot<C, M> {
         self.data.with(|data| unsafe { (*data).started })
     }
 
+    #[allow(unsafe_code)]
     pub(crate) fn metadata(&self) -> Option<&M> {
         // SAFETY:
         // - As in `started_at`; the borrow lives no longer than `&self`, that is, than the
@@ -202,6 +205,7 @@ impl Header {
 /// # Safety
 ///
 /// The caller holds `n` references and gives them up: it must not use the state afterwards.
+#[allow(unsafe_code)]
 pub(crate) unsafe fn release_refs(header: NonNull<Header>, n: usize) {
     // SAFETY: the caller's references keep the header alive until this `fetch_sub`.
     let header_ref = unsafe { header.as_ref() };
@@ -221,6 +225,7 @@ struct Batch(Vec<NonNull<()>>);
 // SAFETY:
 // - A batch is a list of pointers to free slots that move between threads only through the
 //   pool, whose push / pop synchronise; whoever pops a batch owns its slots.
+#[allow(unsafe_code)]
 unsafe impl Send for Batch {}
 
 #[cfg(not(livecount_loom))]
@@ -327,6 +332,7 @@ impl<C: Counter, M> Shared<C, M> {
     /// # Safety
     ///
     /// The caller holds a handle and gives it up.
+    #[allow(unsafe_code)]
     pub(crate) unsafe fn drop_handle(this: NonNull<Self>) {
         // SAFETY: the caller's handle keeps the state alive until here.
         let header = unsafe { &this.as_ref().header };
@@ -341,6 +347,7 @@ impl<C: Counter, M> Shared<C, M> {
     /// and publishes it, started at the clock reading `at` (now if `None`). No session is
     /// counted on an error (a refusal at the cap is).
     #[inline]
+    #[allow(unsafe_code)]
     pub(crate) fn start(
         this: NonNull<Self>,
         metadata: Option<M>,
@@ -395,6 +402,7 @@ impl<C: Counter, M> Shared<C, M> {
     }
 
     /// `BATCH` slots never handed out before, allocating their page if it is new.
+    #[allow(unsafe_code)]
     fn carve(&self) -> Result<Vec<NonNull<()>>, StartError> {
         // Relaxed: only hands out disjoint ranges; the page pointer publishes the slots.
         let first = self.carved.fetch_add(BATCH, StdOrdering::Relaxed);
@@ -432,6 +440,7 @@ impl<C: Counter, M> Shared<C, M> {
             Ok(_) => raw,
             Err(winner) => {
                 // SAFETY: `raw` is the page we just leaked and never published.
+                #[allow(unsafe_code)]
                 drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(raw, BATCH << k)) });
                 winner
             }
@@ -439,6 +448,7 @@ impl<C: Counter, M> Shared<C, M> {
     }
 
     /// The slot at `index`, if its page exists.
+    #[allow(unsafe_code)]
     fn slot_at(&self, index: usize) -> Option<&Slot<C, M>> {
         if index >= CAPACITY {
             return None;
@@ -461,6 +471,7 @@ impl<C: Counter, M> Shared<C, M> {
     /// Calls `f` with every session live when the walk reaches it (holding a reference to it
     /// meanwhile). Sessions started during the walk may be missed. Never blocks a start or
     /// an end.
+    #[allow(unsafe_code)]
     pub(crate) fn for_each(this: NonNull<Self>, mut f: impl FnMut(&Slot<C, M>)) {
         // SAFETY: the caller holds a tracker handle.
         let shared = unsafe { this.as_ref() };
@@ -489,6 +500,7 @@ impl<C: Counter, M> Shared<C, M> {
     /// The caller dropped the slot's last reference (`release` returned `state`). The tracker
     /// state may be freed by this call unless the caller holds another reference to it.
     #[inline]
+    #[allow(unsafe_code)]
     pub(crate) unsafe fn free(this: NonNull<Self>, slot: NonNull<Slot<C, M>>, state: u64) {
         // SAFETY: the slot is out of the pool (it had references), so the state is alive.
         let slot_ref = unsafe { slot.as_ref() };
@@ -510,6 +522,7 @@ impl<C: Counter, M> Shared<C, M> {
 }
 
 /// `Header::pool_push` for a `Shared<C, M>`.
+#[allow(unsafe_code)]
 unsafe fn pool_push<C: Counter, M>(header: NonNull<Header>, slots: Vec<NonNull<()>>) {
     // SAFETY: the caller holds references to the state (those of the slots pushed).
     let shared = unsafe { header.cast::<Shared<C, M>>().as_ref() };
@@ -517,6 +530,7 @@ unsafe fn pool_push<C: Counter, M>(header: NonNull<Header>, slots: Vec<NonNull<(
 }
 
 /// `Header::destroy` for a `Shared<C, M>`.
+#[allow(unsafe_code)]
 unsafe fn destroy<C: Counter, M>(header: NonNull<Header>) {
     // SAFETY: `Shared::new` leaked this box; the last reference is gone (`release_refs`).
     drop(unsafe { Box::from_raw(header.cast::<Shared<C, M>>().as_ptr()) });
@@ -528,6 +542,7 @@ impl<C: Counter, M> Drop for Shared<C, M> {
             let base = *page.get_mut();
             if !base.is_null() {
                 // SAFETY: `page` leaked this box with this length; nothing refers to it now.
+                #[allow(unsafe_code)]
                 drop(unsafe {
                     Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, BATCH << k))
                 });
@@ -606,6 +621,7 @@ mod free_list {
         }
 
         /// Closes the cache (the thread exits) and gives its slot back, if any.
+        #[allow(unsafe_code)]
         fn close() {
             if let (header, Some(slot)) = ONE.replace((CLOSED, None)) {
                 // SAFETY: a cached slot holds a reference to its state, which `header` is.
@@ -616,6 +632,7 @@ mod free_list {
         }
 
         /// Gives the cached slot back if its tracker's handles are all gone.
+        #[allow(unsafe_code)]
         fn sweep_dead() {
             if let (header, Some(slot)) = ONE.get() {
                 // SAFETY: a cached slot holds a reference to its state.
@@ -655,6 +672,7 @@ mod free_list {
         }
 
         #[cold]
+        #[allow(unsafe_code)]
         fn local_slow(&mut self, header: NonNull<Header>) -> &mut Local {
             if let Some(i) = self.0.iter().position(|l| l.header == header) {
                 self.0.swap(0, i);
@@ -687,6 +705,7 @@ mod free_list {
     }
 
     impl Drop for Lists {
+        #[allow(unsafe_code)]
         fn drop(&mut self) {
             // The thread exits: the cached slot and every list go back.
             One::close();
@@ -703,6 +722,7 @@ mod free_list {
     ///
     /// The caller holds `slots.len() + extra` references and gives them up.
     #[cold]
+    #[allow(unsafe_code)]
     unsafe fn give_back(header: NonNull<Header>, slots: Vec<NonNull<()>>, extra: usize) {
         let n = slots.len() + extra;
         if !slots.is_empty() {
@@ -727,6 +747,7 @@ mod free_list {
     }
 
     /// `take` past the cached slot: from this thread's list, refilled when empty.
+    #[allow(unsafe_code)]
     fn take_listed(
         header: NonNull<Header>,
         refill: impl FnOnce() -> Result<Vec<NonNull<()>>, StartError>,
@@ -768,6 +789,7 @@ mod free_list {
     ///
     /// The slot is free and the caller hands its reference over.
     #[inline]
+    #[allow(unsafe_code)]
     pub(super) unsafe fn give(header: NonNull<Header>, slot: NonNull<()>) {
         // SAFETY: the slot's reference keeps the state alive.
         let dead = unsafe { header.as_ref() }.is_dead();
@@ -789,6 +811,7 @@ mod free_list {
     /// # Safety
     ///
     /// As `give`.
+    #[allow(unsafe_code)]
     unsafe fn give_listed(header: NonNull<Header>, slot: NonNull<()>, dead: bool) {
         #[cfg(test)]
         super::tests::LISTED.with(|n| n.set(n.get() + 1));
@@ -821,6 +844,7 @@ mod free_list {
     ///
     /// As `give`.
     #[cold]
+    #[allow(unsafe_code)]
     unsafe fn give_to_pool(header: NonNull<Header>, slot: NonNull<()>) {
         // SAFETY: the slot's reference, given up.
         unsafe { give_back(header, vec![slot], 0) };
@@ -844,6 +868,7 @@ mod free_list {
         Ok(batch.pop().expect("a batch is never empty"))
     }
 
+    #[allow(unsafe_code)]
     pub(super) unsafe fn give(header: NonNull<Header>, slot: NonNull<()>) {
         // SAFETY: the slot's reference keeps the state alive, then is given up.
         unsafe {

@@ -72,8 +72,10 @@ pub struct SessionTracker<C: Counter = PerThread, M = ()> {
 //   `drop_handle`), valid wherever it goes; everything reached through it is atomics, the
 //   counters, and slots handled by the ending protocol. `M` crosses threads inside sessions
 //   (see `Session`'s impls), hence `M: Send + Sync`.
+#[allow(unsafe_code)]
 unsafe impl<C: Counter, M: Send + Sync> Send for SessionTracker<C, M> {}
 // SAFETY: as for `Send`: every method takes `&self` and is safe to call concurrently.
+#[allow(unsafe_code)]
 unsafe impl<C: Counter, M: Send + Sync> Sync for SessionTracker<C, M> {}
 
 impl SessionTracker {
@@ -233,6 +235,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
         self.shared().tally.is_draining()
     }
 
+    #[allow(unsafe_code)]
     fn shared(&self) -> &Shared<C, M> {
         // SAFETY: this handle keeps the tracker state alive.
         unsafe { self.shared.as_ref() }
@@ -302,6 +305,7 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     }
 
     /// Runs `f` on the live session `id`'s slot, holding a reference to it meanwhile.
+    #[allow(unsafe_code)]
     fn with_live<R>(&self, id: SessionId, f: impl FnOnce(&Slot<C, M>) -> R) -> Option<R> {
         let slot = self.shared().acquire(id.0)?;
         let result = f(slot);
@@ -467,6 +471,7 @@ impl<C: Counter, M: Clone + Send + Sync + 'static> SessionTracker<C, M> {
 impl<C: Counter, M> SessionTracker<C, M> {
     /// A handle on the tracker of `shared`, unless every handle is gone.
     #[cfg(feature = "tokio")]
+    #[allow(unsafe_code)]
     pub(crate) fn from_session_shared(shared: NonNull<Shared<C, M>>) -> Option<Self> {
         // SAFETY: the caller holds a session of this tracker, which keeps its state alive.
         unsafe { shared.as_ref() }
@@ -478,6 +483,7 @@ impl<C: Counter, M> SessionTracker<C, M> {
     }
 
     /// The tracker state, whatever `M` is (this handle keeps it alive).
+    #[allow(unsafe_code)]
     fn state(&self) -> &Shared<C, M> {
         // SAFETY: this handle keeps the tracker state alive.
         unsafe { self.shared.as_ref() }
@@ -528,6 +534,7 @@ impl<C: Counter, M> SessionTracker<C, M> {
 impl<C: Counter, M> Clone for SessionTracker<C, M> {
     fn clone(&self) -> Self {
         // SAFETY: this handle keeps the tracker state alive.
+        #[allow(unsafe_code)]
         unsafe { self.shared.as_ref() }.add_handle();
         SessionTracker {
             shared: self.shared,
@@ -537,6 +544,7 @@ impl<C: Counter, M> Clone for SessionTracker<C, M> {
 }
 
 impl<C: Counter, M> Drop for SessionTracker<C, M> {
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
         // SAFETY: this handle, given up; not used afterwards.
         unsafe { Shared::drop_handle(self.shared) };
@@ -546,6 +554,7 @@ impl<C: Counter, M> Drop for SessionTracker<C, M> {
 impl<C: Counter, M> fmt::Debug for SessionTracker<C, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // SAFETY: this handle keeps the tracker state alive.
+        #[allow(unsafe_code)]
         let shared = unsafe { self.shared.as_ref() };
         f.debug_struct("SessionTracker")
             .field("active", &shared.tally.total.load())

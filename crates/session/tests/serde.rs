@@ -4,21 +4,22 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use livecount_session::{EndReason, Phase, SessionTracker, Snapshot, Window};
+use livecount_session::{EndReason, Phase, Session, SessionTracker, Snapshot, Window};
 
-fn busy_tracker() -> SessionTracker {
+/// A tracker with two ended sessions and one open, generating, returned beside it: the
+/// caller keeps it open while it looks.
+fn busy_tracker() -> (SessionTracker, Session) {
     let tracker = SessionTracker::new();
     let mut talking = tracker.start();
     talking.set_phase(Phase::Generating);
-    std::mem::forget(talking); // stays open
     tracker.start().end(EndReason::TimedOut);
     tracker.start().end(EndReason::Completed);
-    tracker
+    (tracker, talking)
 }
 
 #[test]
 fn snapshot_round_trips_without_its_instant() {
-    let tracker = busy_tracker();
+    let (tracker, _talking) = busy_tracker();
     let before = SystemTime::now();
     let snapshot = tracker.snapshot();
     let json = serde_json::to_value(snapshot).unwrap();
@@ -62,7 +63,7 @@ fn snapshot_round_trips_without_its_instant() {
 
 #[test]
 fn window_round_trips() {
-    let tracker = busy_tracker();
+    let (tracker, _talking) = busy_tracker();
     let t0 = Instant::now();
     let before = tracker.snapshot_at(t0);
     tracker.start().end(EndReason::Failed);
