@@ -389,4 +389,47 @@ mod tests {
         let head = commit_in(Some(dir));
         assert_eq!(commit_for(&dests[0]), Ok(head));
     }
+
+    /// `scripts/provenance.py`, the scripts' copy of [`commit_for`], answers as it does on
+    /// the same trees: the same commit, or the same refusal word for word.
+    #[test]
+    fn the_scripts_twin_agrees() {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/provenance.py");
+        let twin = |dest: &Path| {
+            let out = Command::new("python3")
+                .arg(&script)
+                .arg(dest)
+                .output()
+                .expect("python3 runs scripts/provenance.py");
+            let text = |b: &[u8]| String::from_utf8_lossy(b).trim_end().to_owned();
+            if out.status.success() {
+                Ok(text(&out.stdout))
+            } else {
+                Err(text(&out.stderr))
+            }
+        };
+        let repo = Scratch::new("twin");
+        let dir = &repo.0;
+        let dests = [
+            dir.join("results/sim/new"),
+            dir.join("results/r"),
+            dir.join("sub/../results/x"),
+        ];
+        let agree = |state: &str| {
+            for dest in &dests {
+                let ours = commit_for(dest).map_err(|e| e.to_string());
+                assert_eq!(twin(dest), ours, "{state}: {}", dest.display());
+            }
+            // Outside results/ neither refuses (each stamps its own process's checkout).
+            assert!(twin(&dir.join("target/x")).is_ok(), "{state}");
+        };
+        agree("clean");
+        repo.write("new", "x");
+        repo.write("results/r", "2");
+        agree("untracked and rewritten results");
+        repo.write("f", "2");
+        agree("modified");
+        repo.git(&["add", "f"]);
+        agree("staged");
+    }
 }
