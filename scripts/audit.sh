@@ -7,7 +7,9 @@
 #   scripts/audit.sh --report   the same at 1, 2, 8, 16, 64 and 128 threads, saved to
 #                               results/contention-audit/ (audit.tsv, shared-lines.md), then the
 #                               line-transfer and 1-/2-thread timings and the model
-#                               (model.md), from a normal release build
+#                               (model.md), from a normal release build; only from a
+#                               clean tree (scripts/provenance.py), and model.md names the
+#                               commit
 #
 # Release build in its own target subdirectory (like loom's), so switching RUSTFLAGS does not
 # rebuild the main target.
@@ -24,6 +26,8 @@ esac
 
 out=results/contention-audit
 if (( report )); then
+    # Before the runs: committed results come from a clean commit, the one stamped on them.
+    commit=$(python3 scripts/provenance.py "$out") || exit 1
     mkdir -p "$out"
     rm -f "$out/audit.tsv" "$out/shared-lines.md"
     export LIVECOUNT_AUDIT_DIR="$PWD/$out" LIVECOUNT_AUDIT_THREADS=1,2,8,16,64,128
@@ -37,6 +41,9 @@ RUSTFLAGS="--cfg livecount_audit" cargo test --release --target-dir "$target/aud
 echo "audit.sh: the audit passed in $(( $(date +%s) - start )) s"
 
 if (( report )); then
-    cargo run --release -p livecount-session --example contention_model -- "$out/audit.tsv" \
-        | tee "$out/model.md"
+    {
+        echo "Written by \`scripts/audit.sh --report\` at commit \`$commit\`, with audit.tsv and shared-lines.md."
+        echo
+        cargo run --release -p livecount-session --example contention_model -- "$out/audit.tsv"
+    } | tee "$out/model.md"
 fi

@@ -24,6 +24,12 @@
 #
 # After adding tests for survivors: `scripts/mutants.sh CRATE -- --iterate` retests only the
 # mutants not caught before.
+#
+# Results come from a clean commit: the script refuses to start from a tree whose tracked
+# files outside results/ differ from HEAD (scripts/provenance.py), and stamps each crate's
+# outcomes with the commit it checked (commit.txt). MUTANTS_REPORT=target/mutants/REPORT.md
+# writes the report there instead, for a run on uncommitted work (its commit.txt says
+# -dirty, and the committed report refuses it until the crate is run again from a commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,14 +55,6 @@ declare -A LOOM_FILES=(
     [livecount-session]="crates/session/src/lifecycle.rs crates/session/src/slots.rs crates/session/src/end_signal.rs crates/session/src/tally.rs crates/session/src/reporter.rs"
 )
 
-# The commit the mutants ran on, and whether the crates differed from it.
-tree_commit() {
-    local commit
-    commit=$(git rev-parse --short HEAD)
-    git diff --quiet HEAD -- crates || commit="$commit + uncommitted changes"
-    echo "$commit"
-}
-
 crates=()
 extra=()
 while (($#)); do
@@ -70,6 +68,14 @@ while (($#)); do
     shift
 done
 ((${#crates[@]})) || crates=("${ALL[@]}")
+
+# Before hours of mutants: the commit they run on, refused unless clean when the report goes
+# into results/.
+report=${MUTANTS_REPORT:-results/mutants/REPORT.md}
+commit=$(python3 scripts/provenance.py "$report") || {
+    echo "mutants.sh: (or MUTANTS_REPORT=target/mutants/REPORT.md for a report outside results/)" >&2
+    exit 1
+}
 
 if [[ $(cargo mutants --version 2>/dev/null) != "cargo-mutants $MUTANTS_VERSION" ]]; then
     echo "mutants.sh: installing cargo-mutants $MUTANTS_VERSION" >&2
@@ -105,7 +111,7 @@ for crate in "${crates[@]}"; do
         0 | 2 | 3) ;;
         *) echo "mutants.sh: cargo-mutants failed on $crate (exit $status)" >&2; exit "$status" ;;
     esac
-    tree_commit > "target/mutants/$crate/commit.txt"
+    echo "$commit" > "target/mutants/$crate/commit.txt"
     # The tree's mutants as of this run: the report counts these, so the old names of
     # mutants whose lines moved between an earlier run and an --iterate one drop out.
     cargo mutants --list -p "$crate" --all-features > "target/mutants/$crate/list.txt"
@@ -133,7 +139,7 @@ for crate in "${crates[@]}"; do
             0 | 2 | 3) ;;
             *) echo "mutants.sh: the doctest pass failed on $crate (exit $status)" >&2; exit "$status" ;;
         esac
-        tree_commit > "$doc_dir/commit.txt"
+        echo "$commit" > "$doc_dir/commit.txt"
     fi
 
     if [[ ${MUTANTS_LOOM:-1} != 0 && -v LOOM_TESTS[$crate] ]]; then
@@ -161,9 +167,9 @@ for crate in "${crates[@]}"; do
             0 | 2 | 3) ;;
             *) echo "mutants.sh: the loom pass failed on $crate (exit $status)" >&2; exit "$status" ;;
         esac
-        tree_commit > "$loom_dir/commit.txt"
+        echo "$commit" > "$loom_dir/commit.txt"
     fi
 done
 
-python3 scripts/mutants_report.py target/mutants results/mutants/REPORT.md
-echo "mutants.sh: wrote results/mutants/REPORT.md"
+python3 scripts/mutants_report.py target/mutants "$report"
+echo "mutants.sh: wrote $report"
