@@ -1,6 +1,6 @@
 //! The backends: one `livecount-agent` process per simulated backend, each in a cgroup
 //! whose CPU quota is the backend's size, so its capacity, its utilisation and its
-//! latency under load are real.
+//! latency under load are real. [`crate::cgroup`] makes the groups, on v2 or v1.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -10,14 +10,8 @@ use livecount_report::LoadReport;
 use livecount_server::load_driver::fetch_load;
 use livecount_server::ports::free_port;
 
+use crate::cgroup::{Cgroups, FleetGroup};
 use crate::scaling::{AgentShape, Scaling};
-
-/// Where cgroup v1's CPU controller is mounted (the only hierarchy the testbed uses).
-const CPU_CGROUPS: &str = "/sys/fs/cgroup/cpu";
-
-/// The CFS period of every backend's quota: short, so a saturated backend is throttled in
-/// small steps (10 ms), not held off for most of a default 100 ms period.
-const CFS_PERIOD_US: u64 = 10_000;
 
 /// One agent process's addresses and limits.
 #[derive(Debug, Clone)]
@@ -49,27 +43,26 @@ pub struct Fleet {
     /// The backends, in the scenario's group order.
     pub backends: Vec<Backend>,
     children: Vec<Child>,
-    cgroup: PathBuf,
+    /// Dropped after the children are killed (fields drop after `Drop::drop`).
+    cgroup: FleetGroup,
     /// Configs and logs.
     pub dir: PathBuf,
 }
 
 impl Fleet {
     /// Starts one agent per backend of `shape`, each in its own CPU-limited cgroup under
-    /// `livecount-testbed-<pid>-<tag>`, and waits (up to 10 s each) until every `/load`
-    /// answers.
+    /// `livecount-testbed-<pid>-<tag>` (where [`Cgroups::detect`] finds room), and waits
+    /// (up to 10 s each) until every `/load` answers.
     pub async fn start(
         agent: &Path,
         shape: &[AgentShape],
         scaling: &Scaling,
         dir: &Path,
     ) -> Result<Fleet, String> {
-        check_cgroups()?;
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let tag = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
-        let cgroup =
-            Path::new(CPU_CGROUPS).join(format!("livecount-testbed-{}-{tag}", std::process::id()));
-        make_dir(&cgroup)?;
+        let name = format!("livecount-testbed-{}-{tag}", std::process::id());
+        let cgroup = Cgroups::detect()?.fleet(&name)?;
         let mut fleet = Fleet {
             backends: Vec::new(),
             children: Vec::new(),
@@ -85,11 +78,7 @@ impl Fleet {
                 cores: s.cores,
                 log: dir.join(format!("b{}.log", i + 1)),
             };
-            let group = fleet.cgroup.join(&b.name);
-            make_dir(&group)?;
-            let quota = (s.cores * CFS_PERIOD_US as f64).round() as u64;
-            write(&group.join("cpu.cfs_period_us"), CFS_PERIOD_US)?;
-            write(&group.join("cpu.cfs_quota_us"), quota.max(1_000))?;
+            let group = fleet.cgroup.backend(&b.name, s.cores)?;
             let child = spawn(agent, &b, s, scaling, &group)?;
             fleet.children.push(child);
             fleet.backends.push(b);
@@ -149,10 +138,6 @@ impl Drop for Fleet {
             let _ = c.kill();
             let _ = c.wait();
         }
-        for b in &self.backends {
-            let _ = std::fs::remove_dir(self.cgroup.join(&b.name));
-        }
-        let _ = std::fs::remove_dir(&self.cgroup);
     }
 }
 
@@ -199,39 +184,6 @@ fn spawn(
         .stderr(log)
         .spawn()
         .map_err(|e| format!("starting {}: {e}", agent.display()))
-}
-
-/// The CPU controller must be there and writable: the testbed's backends are only as big
-/// as their quotas say, and without them every agent could use the whole machine.
-fn check_cgroups() -> Result<(), String> {
-    let probe = Path::new(CPU_CGROUPS).join(format!("livecount-probe-{}", std::process::id()));
-    make_dir(&probe).map_err(|e| {
-        format!(
-            "the testbed needs cgroup v1's CPU controller at {CPU_CGROUPS}, writable (run as \
-             root in a container or VM that mounts it): {e}"
-        )
-    })?;
-    let ok = probe.join("cpu.cfs_quota_us").exists();
-    let _ = std::fs::remove_dir(&probe);
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{CPU_CGROUPS} has no cpu.cfs_quota_us: no CFS bandwidth control"
-        ))
-    }
-}
-
-fn make_dir(path: &Path) -> Result<(), String> {
-    match std::fs::create_dir(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
-}
-
-fn write(path: &Path, value: u64) -> Result<(), String> {
-    std::fs::write(path, value.to_string()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// utime + stime of process `pid` in seconds (`/proc/<pid>/stat` fields 14 and 15), 0 if

@@ -4,11 +4,12 @@
 //!
 //! # What is real
 //!
-//! * **Backends**: one `livecount-agent` per simulated backend, each in a cgroup (v1 CPU
-//!   controller) whose quota is its size × `--core-scale` cores, so its utilisation
-//!   (`getrusage`), its capacity and its latency under load are the machine's, not a
-//!   model's. A speaking session's chunks burn CPU time (`livecount_server::conversation::
-//!   burn`), so a throttled backend streams late instead of working less.
+//! * **Backends**: one `livecount-agent` per simulated backend, each in a cgroup (v2
+//!   `cpu.max` or v1 CFS quota, see [`cgroup`]) whose quota is its size × `--core-scale`
+//!   cores, so its utilisation (`getrusage`), its capacity and its latency under load are
+//!   the machine's, not a model's. A speaking session's chunks burn CPU time
+//!   (`livecount_server::conversation::burn`), so a throttled backend streams late instead
+//!   of working less.
 //! * **Balancers**: Envoy (`LEAST_REQUEST`; client-side WRR on out-of-band ORCA) and
 //!   HAProxy (`roundrobin`, `leastconn`, `leastconn` + agent-check) from
 //!   `scripts/lb_tools.sh`, configured from `deploy/` and `crates/testbed/configs/`.
@@ -33,12 +34,15 @@
 //! target/release/lbtestbed crates/sim/scenarios/testbed/heterogeneous.toml --repeats 3
 //! ```
 //!
-//! It needs root (or a delegated cgroup) for the CPU quotas and says so otherwise.
+//! It needs the cpu controller of cgroup v2 or v1 where it may make groups (root, or a
+//! delegated v2 subtree such as `systemd-run --user --scope -p Delegate=yes` gives) and
+//! says what is missing otherwise; `LIVECOUNT_TESTBED_CGROUP` names the group to use.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod balancer;
+pub mod cgroup;
 pub mod compare;
 pub mod fleet;
 pub mod measure;
