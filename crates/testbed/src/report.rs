@@ -8,6 +8,7 @@ use livecount_sim::{PolicyResult, Scenario};
 use livecount_support::provenance;
 use serde::Serialize;
 
+use crate::cgroup::{self, Flavour};
 use crate::compare::{self, Finding, Metric, Side};
 use crate::plot::{self, Panel};
 use crate::run::RunResult;
@@ -100,7 +101,7 @@ fn markdown(scenario: &Scenario, scaling: &Scaling, c: &Comparison, command: &st
     let _ = writeln!(
         out,
         "{} backends (sizes {}), each a `livecount-agent` in a cgroup with a CPU quota of \
-         size × {} cores (CFS period 10 ms); a speaking session gets a 1 ms-of-CPU chunk \
+         size × {} cores ({}, CFS period 10 ms); a speaking session gets a 1 ms-of-CPU chunk \
          every {} ms (the scenario's `speaking_cost` {} of a size-1 backend); every session \
          opens with a one-chunk greeting (its time to first stream). The workload is \
          `lbsim`'s own (`livecount_sim::workload::plan`): the same arrivals, lengths, \
@@ -111,6 +112,8 @@ fn markdown(scenario: &Scenario, scaling: &Scaling, c: &Comparison, command: &st
             .collect::<Vec<_>>()
             .join(", "),
         scaling.core_scale,
+        // The hierarchy the runs' fleets used (the same for every fleet of one process).
+        cgroup::used().map_or("no fleet started", Flavour::quota),
         1 + scaling.chunk_gap_ms,
         scenario.sessions.speaking_cost,
         c.runs.first().map_or(0, |r| r.measured.arrivals),
