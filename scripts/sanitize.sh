@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Memory-error checking of every crate with `unsafe` code: their unit and integration tests
 # under AddressSanitizer, with LeakSanitizer at exit (use after free, out-of-bounds, double
-# free, leaks), and — with `--tsan` — under ThreadSanitizer.
+# free, stack use after return, leaks).
 #
-#   scripts/sanitize.sh            AddressSanitizer + LeakSanitizer (the test command's step)
-#   scripts/sanitize.sh --tsan     ThreadSanitizer as well (slower; see below)
+# ThreadSanitizer is not run: without an instrumented std it cannot see the synchronisation
+# of std's `Mutex`, `Condvar`, thread join or `Arc` drop, and reports every access they
+# order (554 reports over the counters' and the session crate's tests, among them the
+# `Mutex`-guarded totals of the `Reference` counter); a suppressions file short enough to
+# review would not hide them without hiding ours too. Races in the `unsafe` protocols are
+# loom's and shuttle's to find (scripts/loom.sh, scripts/shuttle.sh).
 #
 # The sanitizers need a nightly toolchain with their runtimes (`-Zsanitizer` is unstable);
 # it is used only to check, never to build the product. Without `-Zbuild-std` (it needs the
@@ -34,7 +38,7 @@ need() {
     fi
     local sysroot runtime
     sysroot=$(rustc "+$nightly" --print sysroot)
-    runtime=$(case $sanitizer in address) echo asan ;; thread) echo tsan ;; esac)
+    runtime=$(case $sanitizer in address) echo asan ;; leak) echo lsan ;; thread) echo tsan ;; esac)
     if ! ls "$sysroot/lib/rustlib/$target/lib/"*"rt.$runtime.a" >/dev/null 2>&1; then
         echo "scripts/sanitize.sh: $nightly has no $sanitizer runtime (*rt.$runtime.a) in $sysroot/lib/rustlib/$target/lib" >&2
         exit 1
@@ -61,10 +65,3 @@ ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:st
 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
     run address
 
-if [[ "${1:-}" == "--tsan" ]]; then
-    # std's atomics and fences are not instrumented without -Zbuild-std, so TSan cannot see
-    # the synchronisation std's own `Arc` and channels do: scripts/tsan.supp names those
-    # frames (and only those).
-    TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
-        run thread
-fi
