@@ -10,7 +10,7 @@
 //!   before it commits. This crate never registers an area of its own: it finds glibc's with
 //!   `dlsym`, so it links everywhere and falls back where the symbols are missing (musl,
 //!   older glibc, static binaries) or `__rseq_size` is 0 (`GLIBC_TUNABLES=glibc.pthread.rseq=0`).
-//! * **`sched_getcpu`** (Linux): a vDSO call, about 2.6 ns here against 0.35 for the rseq load.
+//! * **`sched_getcpu`** (Linux): a vDSO call, several times the cost of the rseq load.
 //! * Under the model checkers the CPU is a model variable that a test can change between the
 //!   read and the add ([`migrate`]), which is exactly what the kernel may do to a thread.
 
@@ -123,8 +123,8 @@ pub(crate) mod rseq {
     ///
     /// Cached per thread rather than addressed as `fs:[offset]` on every update: with the
     /// offset loaded from the counter first, that dependent `fs`-relative store and load
-    /// halved the critical section's throughput on a 2-core AMD EPYC VM (479 → 252 M start +
-    /// end pairs/s in one run, side by side), the cached address recovered most of it.
+    /// about halved the critical section's throughput (side by side on a 2-core AMD EPYC VM);
+    /// the cached address recovered most of it.
     #[inline(always)]
     pub(crate) fn area() -> usize {
         match AREA.get() {

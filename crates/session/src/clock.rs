@@ -2,9 +2,10 @@
 //! change), at scheduler-tick precision for a fraction of `Instant::now()`'s cost.
 //!
 //! On 64-bit Linux `Instant::now()` is `clock_gettime(CLOCK_MONOTONIC)`: a vDSO call that
-//! reads the TSC, ~40 ns on the 2-core development VM, a fifth of a whole tracked session.
-//! `CLOCK_MONOTONIC_COARSE` is the same clock as of the last timer tick: a few loads from the
-//! vDSO page, ~9 ns there, with the tick as its resolution (`clock_getres`, typically 1–4 ms).
+//! reads the TSC. `CLOCK_MONOTONIC_COARSE` is the same clock as of the last timer tick: a
+//! few loads from the vDSO page (5.7 ns a call on one thread of a 2-core Xeon VM:
+//! `results/session-durations/REPORT.md` in the repository), with the tick as its resolution
+//! (`clock_getres`, typically 1–4 ms).
 //! Elsewhere the clock is `Instant::now()`.
 //!
 //! # Precision

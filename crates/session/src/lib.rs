@@ -149,14 +149,17 @@
 //! # Performance
 //!
 //! `cargo run --release -p livecount-session --example lifecycle_cost` measures one
-//! start + end through the tracker against the bare counter. Ballpark, on the 2-core
-//! development VM: see the crate README.
+//! start + end through the tracker against the bare counter. The committed measurements (a
+//! 2-core Xeon VM, ballpark) are in the repository's `results/session-table/REPORT.md` (the
+//! tracked pair against the bare counter and `AtomicI64`) and
+//! `results/session-durations/REPORT.md` (what the duration histogram and its clock read
+//! add); the crate README summarises them.
 //!
 //! # Implementation notes
 //!
 //! Instants the crate reads itself (a session's start, `touch()`, a phase change) come from a
-//! coarse clock: on 64-bit Linux `CLOCK_MONOTONIC_COARSE` (6–9 ns instead of
-//! `Instant::now()`'s ~40 ns on the development VM), anchored to `Instant` through a fine
+//! coarse clock: on 64-bit Linux `CLOCK_MONOTONIC_COARSE` (a few loads from the vDSO page
+//! where `Instant::now()` reads the TSC), anchored to `Instant` through a fine
 //! reading of the same clock, so a reading is never later than the true time and as early as
 //! the kernel's last tick (a few ms; more while a loaded VM delays the timer interrupt). A
 //! session may therefore look idle a few ms longer than it was; reaping limits are seconds
@@ -195,8 +198,8 @@
 //! [`DurationHistogram`] in a snapshot counts exactly its ends.
 //!
 //! Before this table the registry was a `sharded-slab` of `Arc`'d cores plus a journal of
-//! keys to walk: 150–170 ns per session and *slower* on two threads than on one, because
-//! every session cloned the tracker's `Arc` (one line all threads wrote). The measurements
+//! keys to walk: 168–169 ns per start + end on one thread and *slower* on two than on one,
+//! because every session cloned the tracker's `Arc` (one line all threads wrote). The measurements
 //! behind the change are in `results/session-table/REPORT.md`.
 
 #![warn(missing_docs)]
