@@ -8,7 +8,8 @@
 //! The figures' own agreement is reported, not judged here: see `results/testbed/` and
 //! `docs/testbed.md` for what agrees and what does not, and why.
 //!
-//! `#[ignore]`d: they need root for the CPU quotas (cgroup v1), Envoy from
+//! `#[ignore]`d: they need a writable cgroup for the CPU quotas (v1's cpu controller, or a
+//! delegated v2 subtree: see `docs/testbed.md`), Envoy from
 //! `scripts/lb_tools.sh`, and about three minutes each of a quiet machine; `scripts/test.sh`
 //! runs them with the other end-to-end tests, one at a time.
 
