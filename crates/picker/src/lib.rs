@@ -54,9 +54,10 @@
 //!
 //! The fastest qualifying counter at the described thread count, except that `PerCpu` is
 //! recommended, with the reasons, for a service with at least 4 threads per core or a byte
-//! limit `PerThread` exceeds and `PerCpu` meets. The report also judges livecount's own
-//! performance targets, apart from the recommendation and for livecount's maintainers: they
-//! say nothing about the workload you described.
+//! limit `PerThread` exceeds and `PerCpu` meets. A run also judges livecount's own
+//! performance targets, for livecount's maintainers: printed after the recommendation and
+//! written to `TARGETS.md` beside `REPORT.md`, never into it, since they say nothing about the
+//! workload you described.
 //!
 //! # Results
 //!

@@ -297,13 +297,16 @@ pub(crate) fn load(path: &Path) -> Result<Results, String> {
         .map_err(|e| format!("{} is not a livecount results.json: {e}", path.display()))
 }
 
-/// Writes `results.json`, `REPORT.md` and the SVG plots into `dir`.
+/// Writes `results.json`, `REPORT.md`, the SVG plots and, beside them for livecount's
+/// maintainers, `TARGETS.md` into `dir`.
 pub(crate) fn write(results: &Results, dir: &Path) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("cannot write to {}: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
     let json = serde_json::to_string_pretty(results).map_err(|e| err(&e))?;
     std::fs::write(dir.join("results.json"), json + "\n").map_err(|e| err(&e))?;
     std::fs::write(dir.join("REPORT.md"), report::markdown(results)).map_err(|e| err(&e))?;
+    let targets = report::targets_markdown(results);
+    std::fs::write(dir.join("TARGETS.md"), targets).map_err(|e| err(&e))?;
     crate::plot::write(results, dir).map_err(|e| err(&e))
 }
 

@@ -4,7 +4,8 @@
 //! They are not advice: the recommendation ([`crate::recommend`]) answers which counter to
 //! import for the workload described; these say whether livecount itself is as fast, as safe
 //! and as small as it means to be on this machine. The picker prints them after the
-//! recommendation under their own heading, and `REPORT.md` in a section for maintainers.
+//! recommendation under their own heading and writes them to `TARGETS.md` beside `REPORT.md`,
+//! a page for maintainers; the user-facing `REPORT.md` does not carry them.
 //!
 //! 1. two threads: the best livecount counter ≥ 8× `AtomicI64`, ≥ 2× the best peer crate,
 //!    ≥ 50 % of the ceiling;

@@ -1,6 +1,7 @@
 //! The picker end to end, as a user runs it: `--quick` on a tiny budget writes a
-//! `results.json` that parses and holds every contender and workload, plus `REPORT.md` and the
-//! plots; `--compare` reads it back; bad arguments fail clearly.
+//! `results.json` that parses and holds every contender and workload, plus `REPORT.md`, the
+//! plots and the maintainers' `TARGETS.md`; `--compare` reads it back; bad arguments fail
+//! clearly.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -93,6 +94,14 @@ fn quick_run_writes_every_contender_and_workload() {
     ] {
         assert!(report.contains(line), "REPORT.md lacks {line:?}");
     }
+    // livecount's own targets go to a maintainers' page beside the report, not into it.
+    assert!(!report.contains("MET** —"), "REPORT.md judges targets");
+    let targets = std::fs::read_to_string(dir.join("TARGETS.md")).unwrap();
+    assert!(
+        targets.starts_with("# livecount's own targets"),
+        "{targets}"
+    );
+    assert_eq!(targets.matches("\n- **").count(), 11, "{targets}");
     for svg in ["throughput.svg", "reader.svg"] {
         assert!(
             std::fs::read_to_string(dir.join(svg))
