@@ -1,8 +1,8 @@
 //! End to end on loopback: a rolling restart of three `livecount-agent` processes behind a
 //! real Envoy (gRPC sessions; CSWRR with ORCA, a gRPC health check, retries of a refused
 //! call) and behind a real HAProxy (WebSocket sessions; agent-check, `retry-on 503`), each
-//! run twice on the same seeded workload: "cut" (`--drain-secs 0`, what SIGTERM did before
-//! issue 24) and "drain" (`--drain-secs 4`).
+//! run twice on the same seeded workload: "cut" (`--drain-secs 0`: every open session ends at
+//! the signal, as on a server that stops without draining) and "drain" (`--drain-secs 4`).
 //!
 //! The workload: one new session every 150 ms for the whole restart, each planned to last
 //! 1–8 s (seeded), so some end before the drain's deadline and some after. Every backend

@@ -515,9 +515,10 @@ pub(crate) fn body(
          SIGTERM, wait for the exit, a new agent with the same options on the same ports, \
          wait until the balancer has it back, the next. Each balancer is run twice on the \
          same workload (seed {seed}): **cut** (`--drain-secs 0`: every open session ends \
-         at the signal, as SIGTERM did before issue 24) and **drain** (`--drain-secs {d}`). \
-         The workload: a new session every 150 ms from {w} s before the first SIGTERM \
-         until 1 s after the last backend is back, each planned to last 1–8 s (uniform), \
+         at the signal, as on a server that stops without draining) and **drain** \
+         (`--drain-secs {d}`). The workload: a new session every 150 ms from {w} s before \
+         the first SIGTERM until 1 s after the last backend is back, each planned to last \
+         1–8 s (uniform), \
          a turn (speak 3 chunks, read them) every 700 ms; gRPC `Converse` through Envoy, \
          WebSocket through HAProxy. A client whose attempt is refused retries after 200 ms \
          (at most 5 attempts).\n\n\
