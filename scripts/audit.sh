@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The contention audit (issue 27 item 3; docs/verification.md): under --cfg livecount_audit the
+# The contention audit (docs/verification.md): under --cfg livecount_audit the
 # counters' and the session tracker's sync shims record which thread writes which cache line,
 # and the tests assert each design's claim about who shares what.
 #

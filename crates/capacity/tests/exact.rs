@@ -217,7 +217,7 @@ fn ewma_alpha_and_prior_cost_out_of_range_are_refused_with_their_ranges() {
 /// Ten sessions whose busy utilisation alternates 0.02 / 0.18 report by report (three of
 /// them happened to speak, then all of them): the learned cost averages the bursts, so the
 /// headroom a balancer reads stays within a few percent, where charging each report to
-/// itself (α = 1) swings it by 9× (issue 23: the cold backends' weights).
+/// itself (α = 1) swings it by 9× (a balancer's weights for its cold backends with it).
 #[test]
 fn the_learned_cost_averages_bursts_that_a_per_report_cost_follows() {
     let base = CapacityConfig::builder()

@@ -1,4 +1,4 @@
-//! Properties of the hybrid capacity model (issue 5).
+//! Properties of the hybrid capacity model.
 
 use std::time::Duration;
 

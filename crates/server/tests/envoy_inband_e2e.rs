@@ -91,7 +91,7 @@ async fn wait_ready(envoy: &Envoy, fleet: &Fleet) {
 }
 
 /// The run-to-run standard deviation of the first cold backend's share of the wave's cold
-/// sessions, measured: eight runs (CI of stop 33 and seven in a row on 3b3f8e3,
+/// sessions, measured: eight runs (one in CI and seven in a row on 3b3f8e3,
 /// 2026-12-03) split 36/24, 43/17, 29/31, 24/36, 36/24, 23/37, 29/31, 37/23 at Envoy
 /// weights within 4 % of each other: ±6.9 sessions of 60, 0.115 of the share, nearly twice
 /// a binomial's 3.9. The probes share Envoy's scheduler with the sessions, and it restarts

@@ -130,8 +130,8 @@ async fn grpc_core_wrr_weighs_agents_by_per_call_reports() {
     eprintln!("health calls {health}");
     assert_eq!(health["failed"], serde_json::json!({}), "{health}");
     // The hot backend is judged; the split between the cold ones is reported, not judged:
-    // per-call weights change only when a call ends, and one run (final check of stop 32,
-    // after a warm-up within 1.02×) split 23 / 37 where the out-of-band test's 1.5× bound
+    // per-call weights change only when a call ends, and one run (after a warm-up within
+    // 1.02×) split 23 / 37 where the out-of-band test's 1.5× bound
     // holds. Why C-core's per-call weights drift apart is not known yet.
     assert_hot_share("grpc per-call", new, fleet.hot);
     eprintln!("grpc per-call: cold split {new:?} (not judged)");

@@ -1,4 +1,4 @@
-//! The contention audit's MODEL of throughput beyond this machine (issue 27 item 3): this
+//! The contention audit's MODEL of throughput beyond this machine (docs/verification.md): this
 //! machine's cost of moving a contended cache line, each workload's start+end pairs per
 //! second on 1 and 2 threads measured side by side, and the audit's shared writes per pair
 //! (`scripts/audit.sh --report` writes them to `results/contention-audit/audit.tsv`)
