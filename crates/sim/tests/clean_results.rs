@@ -5,53 +5,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A scratch git repository under the temp directory with one committed file, `f`, and a
-/// `results/` directory; removed on drop.
-struct Scratch(PathBuf);
+use livecount_support::provenance::ScratchRepo;
 
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("livecount-sim-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("results")).expect("create the scratch repository");
-        let repo = Scratch(dir);
-        repo.git(&["init", "-q"]);
-        repo.write("f", "1");
-        repo.git(&["add", "f"]);
-        repo.git(&["commit", "-qm", "one"]);
-        repo
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(["-c", "commit.gpgsign=false"])
-            .args(args)
-            .current_dir(&self.0)
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    fn write(&self, file: &str, text: &str) {
-        std::fs::write(self.0.join(file), text).expect("write into the scratch repository");
-    }
-
-    /// `lbsim args…` run in the repository.
-    fn lbsim(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_lbsim"))
-            .args(args)
-            .current_dir(&self.0)
-            .output()
-            .expect("lbsim runs")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// `lbsim args…` run in `repo`.
+fn lbsim(repo: &ScratchRepo, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lbsim"))
+        .args(args)
+        .current_dir(repo.path())
+        .output()
+        .expect("lbsim runs")
 }
 
 /// The committed simulator results, read (never written) by `summary`.
@@ -69,7 +31,7 @@ fn assert_refused(out: &Output) {
 
 #[test]
 fn lbsim_refuses_to_write_results_from_a_dirty_tree() {
-    let repo = Scratch::new("dirty");
+    let repo = ScratchRepo::new("sim-dirty", &[("f", "1")]);
     repo.write("f", "2");
     let run = [
         "run",
@@ -79,57 +41,74 @@ fn lbsim_refuses_to_write_results_from_a_dirty_tree() {
         "1",
     ];
     // The default destination, results/sim/SCENARIO below the current directory.
-    let out = repo.lbsim(&[&run[..], &["--policy", "random"]].concat());
+    let out = lbsim(&repo, &[&run[..], &["--policy", "random"]].concat());
     assert_refused(&out);
     assert!(
         String::from_utf8_lossy(&out.stdout).is_empty(),
         "refused before running: {out:?}"
     );
     // An explicit destination inside results/.
-    let dest = repo.0.join("results/elsewhere");
+    let dest = repo.path().join("results/elsewhere");
     let dest = dest.to_str().expect("utf-8 path");
-    assert_refused(&repo.lbsim(&[&run[..], &["--out", dest]].concat()));
+    assert_refused(&lbsim(&repo, &[&run[..], &["--out", dest]].concat()));
     let committed = committed_sim_results();
     let dir = committed.to_str().expect("utf-8 path");
-    assert_refused(&repo.lbsim(&["summary", "--dir", dir, "--out", "results/SUMMARY.md"]));
+    assert_refused(&lbsim(
+        &repo,
+        &["summary", "--dir", dir, "--out", "results/SUMMARY.md"],
+    ));
     assert!(
-        !repo.0.join("results/sim").exists() && !repo.0.join("results/elsewhere").exists(),
+        !repo.path().join("results/sim").exists()
+            && !repo.path().join("results/elsewhere").exists(),
         "nothing written"
     );
     assert!(
-        !repo.0.join("results/SUMMARY.md").exists(),
+        !repo.path().join("results/SUMMARY.md").exists(),
         "nothing written"
     );
 
     // Outside results/ a dirty tree is no reason to refuse.
-    let scratch = repo.0.join("scratch");
+    let scratch = repo.path().join("scratch");
     let scratch = scratch.to_str().expect("utf-8 path");
-    let out = repo.lbsim(&[&run[..], &["--policy", "random", "--out", scratch]].concat());
+    let out = lbsim(
+        &repo,
+        &[&run[..], &["--policy", "random", "--out", scratch]].concat(),
+    );
     assert!(out.status.success(), "{out:?}");
 }
 
 #[test]
 fn lbsim_stamps_results_with_the_clean_commit() {
-    let repo = Scratch::new("clean");
+    let repo = ScratchRepo::new("sim-clean", &[("f", "1")]);
     let head = repo.git(&["rev-parse", "--short", "HEAD"]);
-    let out = repo.lbsim(&[
-        "run",
-        "silent_then_speaking",
-        "--no-progress",
-        "--seeds",
-        "1",
-        "--policy",
-        "random",
-    ]);
+    let out = lbsim(
+        &repo,
+        &[
+            "run",
+            "silent_then_speaking",
+            "--no-progress",
+            "--seeds",
+            "1",
+            "--policy",
+            "random",
+        ],
+    );
     assert!(out.status.success(), "{out:?}");
-    let report = std::fs::read_to_string(repo.0.join("results/sim/silent_then_speaking/REPORT.md"))
-        .expect("the report is written");
+    let report = std::fs::read_to_string(
+        repo.path()
+            .join("results/sim/silent_then_speaking/REPORT.md"),
+    )
+    .expect("the report is written");
     assert!(report.contains(&format!("Commit: {head}  \n")), "{report}");
     let committed = committed_sim_results();
     let dir = committed.to_str().expect("utf-8 path");
-    let out = repo.lbsim(&["summary", "--dir", dir, "--out", "results/SUMMARY.md"]);
+    let out = lbsim(
+        &repo,
+        &["summary", "--dir", dir, "--out", "results/SUMMARY.md"],
+    );
     assert!(out.status.success(), "{out:?}");
-    let summary = std::fs::read_to_string(repo.0.join("results/SUMMARY.md")).expect("the summary");
+    let summary =
+        std::fs::read_to_string(repo.path().join("results/SUMMARY.md")).expect("the summary");
     assert!(
         summary.starts_with(&format!(
             "<!-- Generated by `lbsim summary` at commit {head} "

@@ -251,6 +251,71 @@ fn command_raw(program: &str, args: &[&str], dir: Option<&Path>) -> Option<Strin
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// A scratch git repository for tests of the writers' clean-tree rule: under the temp
+/// directory (inside no checkout), with `results/` and the given files committed; removed on
+/// drop.
+#[derive(Debug)]
+pub struct ScratchRepo(PathBuf);
+
+impl ScratchRepo {
+    /// Creates `livecount-<name>-<pid>` in the temp directory and commits `files`
+    /// (path, text) in it.
+    ///
+    /// # Panics
+    ///
+    /// If the directory cannot be written or git fails.
+    pub fn new(name: &str, files: &[(&str, &str)]) -> ScratchRepo {
+        let dir = std::env::temp_dir().join(format!("livecount-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("results")).expect("create the scratch repository");
+        let repo = ScratchRepo(dir);
+        repo.git(&["init", "-q"]);
+        for (file, text) in files {
+            repo.write(file, text);
+            repo.git(&["add", file]);
+        }
+        repo.git(&["commit", "-qm", "one"]);
+        repo
+    }
+
+    /// The repository's directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Runs `git args…` in the repository and returns its standard output, trimmed.
+    ///
+    /// # Panics
+    ///
+    /// If git fails.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(["-c", "commit.gpgsign=false"])
+            .args(args)
+            .current_dir(&self.0)
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Writes `text` to `file` in the repository.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot be written.
+    pub fn write(&self, file: &str, text: &str) {
+        std::fs::write(self.0.join(file), text).expect("write into the scratch repository");
+    }
+}
+
+impl Drop for ScratchRepo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,54 +339,11 @@ mod tests {
         assert_eq!(label("  --x86_64--  ", 16), "x86-64-16c");
     }
 
-    /// A scratch git repository under the temp directory (not inside any checkout), with
-    /// `f` and `results/r` committed; removed on drop.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let dir = std::env::temp_dir().join(format!(
-                "livecount-provenance-{name}-{}",
-                std::process::id()
-            ));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(dir.join("results")).unwrap();
-            let repo = Scratch(dir);
-            repo.git(&["init", "-q"]);
-            repo.write("f", "1");
-            repo.write("results/r", "1");
-            repo.git(&["add", "f", "results/r"]);
-            repo.git(&["commit", "-qm", "one"]);
-            repo
-        }
-
-        fn git(&self, args: &[&str]) {
-            let out = Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(["-c", "commit.gpgsign=false"])
-                .args(args)
-                .current_dir(&self.0)
-                .output()
-                .expect("git runs");
-            assert!(out.status.success(), "git {args:?}: {out:?}");
-        }
-
-        fn write(&self, file: &str, text: &str) {
-            std::fs::write(self.0.join(file), text).unwrap();
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
     /// Clean, then dirty once a tracked file changes, and `unknown` outside any checkout.
     #[test]
     fn commits_say_when_the_tree_is_dirty() {
-        let repo = Scratch::new("commit");
-        let dir = &repo.0;
+        let repo = ScratchRepo::new("commit", &[("f", "1"), ("results/r", "1")]);
+        let dir = repo.path();
         let clean = commit_in(Some(dir));
         assert!(
             !clean.is_empty() && !clean.ends_with("-dirty") && clean != "unknown",
@@ -349,8 +371,8 @@ mod tests {
     /// is refused.
     #[test]
     fn results_come_from_a_clean_tree() {
-        let repo = Scratch::new("clean");
-        let dir = &repo.0;
+        let repo = ScratchRepo::new("clean", &[("f", "1"), ("results/r", "1")]);
+        let dir = repo.path();
         let head = commit_in(Some(dir));
         // Not yet existing, below `results/`, a file in it, and `results/` itself.
         let dests = [
@@ -378,7 +400,7 @@ mod tests {
             assert!(message.contains("commit these changes"), "{message}");
         }
         // Outside results/ nothing is refused (the stamp is this process's checkout's).
-        for dest in [dir.join("target/x"), dir.join("resultsx"), dir.clone()] {
+        for dest in [dir.join("target/x"), dir.join("resultsx"), dir.to_path_buf()] {
             assert!(commit_for(&dest).is_ok(), "{}", dest.display());
         }
         // Staged counts too.
@@ -408,8 +430,8 @@ mod tests {
                 Err(text(&out.stderr))
             }
         };
-        let repo = Scratch::new("twin");
-        let dir = &repo.0;
+        let repo = ScratchRepo::new("twin", &[("f", "1"), ("results/r", "1")]);
+        let dir = repo.path();
         let dests = [
             dir.join("results/sim/new"),
             dir.join("results/r"),
