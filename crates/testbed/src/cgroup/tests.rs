@@ -264,10 +264,7 @@ fn a_configured_group_that_is_not_there_is_refused_as_such() {
     let missing = s.path("fs/cpu,cpuacct/typo");
     let cgroups = Cgroups::find(&mountinfo, own, Some(missing.clone())).unwrap();
     let e = cgroups.fleet("fleet").unwrap_err();
-    assert!(
-        e.starts_with(&format!("{} is not a directory.", missing.display())),
-        "{e}"
-    );
+    assert_starts(&e, &format!("{} is not a directory.", missing.display()));
     assert!(e.contains("LIVECOUNT_TESTBED_CGROUP names it"), "{e}");
 }
 
@@ -276,15 +273,9 @@ fn v2_refuses_a_parent_without_cpu() {
     let s = Scratch::new("v2_no_cpu");
     let (mountinfo, own) = v2_tree(&s);
     s.put("v2/user.slice/cgroup.controllers", "memory pids\n");
-    let e = Cgroups::find(&mountinfo, own, None)
-        .unwrap()
-        .fleet("fleet")
-        .unwrap_err();
+    let e = refusal(&mountinfo, own);
     let file = s.path("v2/user.slice/cgroup.controllers");
-    assert!(
-        e.starts_with(&format!("{} does not list cpu", file.display())),
-        "{e}"
-    );
+    assert_starts(&e, &format!("{} does not list cpu", file.display()));
     assert_v2_advice(&e);
     assert!(!s.path("v2/user.slice/fleet").exists());
 }
@@ -296,14 +287,8 @@ fn v2_refuses_a_parent_whose_procs_it_cannot_write() {
     let procs = s.path("v2/user.slice/cgroup.procs");
     std::fs::remove_file(&procs).unwrap();
     std::fs::create_dir(&procs).unwrap(); // opens for reading only, as root too
-    let e = Cgroups::find(&mountinfo, own, None)
-        .unwrap()
-        .fleet("fleet")
-        .unwrap_err();
-    assert!(
-        e.starts_with(&format!("{} is not writable", procs.display())),
-        "{e}"
-    );
+    let e = refusal(&mountinfo, own);
+    assert_starts(&e, &format!("{} is not writable", procs.display()));
     assert_v2_advice(&e);
 }
 
@@ -312,14 +297,8 @@ fn v2_refuses_a_parent_it_cannot_make_a_group_in() {
     let s = Scratch::new("v2_mkdir");
     let (mountinfo, own) = v2_tree(&s);
     let taken = s.put("v2/user.slice/fleet", "not a directory");
-    let e = Cgroups::find(&mountinfo, own, None)
-        .unwrap()
-        .fleet("fleet")
-        .unwrap_err();
-    assert!(
-        e.starts_with(&format!("cannot create {}", taken.display())),
-        "{e}"
-    );
+    let e = refusal(&mountinfo, own);
+    assert_starts(&e, &format!("cannot create {}", taken.display()));
     assert_v2_advice(&e);
 }
 
@@ -330,14 +309,8 @@ fn v2_refuses_when_cpu_cannot_be_enabled_and_leaves_no_group() {
     let control = s.path("v2/user.slice/cgroup.subtree_control");
     std::fs::remove_file(&control).unwrap();
     std::fs::create_dir(&control).unwrap();
-    let e = Cgroups::find(&mountinfo, own, None)
-        .unwrap()
-        .fleet("fleet")
-        .unwrap_err();
-    assert!(
-        e.starts_with(&format!("writing +cpu to {} failed", control.display())),
-        "{e}"
-    );
+    let e = refusal(&mountinfo, own);
+    assert_starts(&e, &format!("writing +cpu to {} failed", control.display()));
     assert_v2_advice(&e);
     assert!(
         !s.path("v2/user.slice/fleet").exists(),
@@ -364,16 +337,13 @@ fn v1_refuses_a_kernel_without_cfs_bandwidth() {
     let (mountinfo, own) = hybrid_tree(&s);
     let quota = s.path("fs/cpu,cpuacct/cpu.cfs_quota_us");
     std::fs::remove_file(&quota).unwrap();
-    let e = Cgroups::find(&mountinfo, own, None)
-        .unwrap()
-        .fleet("fleet")
-        .unwrap_err();
-    assert!(
-        e.starts_with(&format!(
+    let e = refusal(&mountinfo, own);
+    assert_starts(
+        &e,
+        &format!(
             "{} does not exist: this kernel has no CFS bandwidth control",
             quota.display()
-        )),
-        "{e}"
+        ),
     );
     assert_v1_advice(&e);
 }
@@ -383,15 +353,21 @@ fn v1_refuses_a_mount_it_cannot_make_a_group_in() {
     let s = Scratch::new("v1_mkdir");
     let (mountinfo, own) = hybrid_tree(&s);
     let taken = s.put("fs/cpu,cpuacct/fleet", "not a directory");
-    let e = Cgroups::find(&mountinfo, own, None)
+    let e = refusal(&mountinfo, own);
+    assert_starts(&e, &format!("cannot create {}", taken.display()));
+    assert_v1_advice(&e);
+}
+
+/// What making the fleet's group under `mountinfo` as process `own` fails with.
+fn refusal(mountinfo: &str, own: &str) -> String {
+    Cgroups::find(mountinfo, own, None)
         .unwrap()
         .fleet("fleet")
-        .unwrap_err();
-    assert!(
-        e.starts_with(&format!("cannot create {}", taken.display())),
-        "{e}"
-    );
-    assert_v1_advice(&e);
+        .unwrap_err()
+}
+
+fn assert_starts(e: &str, start: &str) {
+    assert!(e.starts_with(start), "{e}");
 }
 
 fn assert_v2_advice(e: &str) {
