@@ -400,7 +400,11 @@ mod tests {
             assert!(message.contains("commit these changes"), "{message}");
         }
         // Outside results/ nothing is refused (the stamp is this process's checkout's).
-        for dest in [dir.join("target/x"), dir.join("resultsx"), dir.to_path_buf()] {
+        for dest in [
+            dir.join("target/x"),
+            dir.join("resultsx"),
+            dir.to_path_buf(),
+        ] {
             assert!(commit_for(&dest).is_ok(), "{}", dest.display());
         }
         // Staged counts too.
