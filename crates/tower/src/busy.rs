@@ -6,6 +6,10 @@
 //! is busy from then until the response body is dropped (hyper drops it once it has
 //! written the last frame, or when the connection closes). Between requests, an idle
 //! keep-alive connection is waiting for its next head and is not busy.
+//!
+//! The accept loop sheds a connection through the same shared state ([`Busy::shed`]): the
+//! connection's task closes it, answering first if no request head of it has reached the
+//! service (see `serve_connection` in the server).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,13 +19,14 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+use tokio::sync::Notify;
 use tower::ServiceExt;
 use tower::util::Oneshot;
 
 use crate::map_response::{MapResponse, MapResponseFuture};
 
-/// Whether one connection has a request in flight, and whether it ever had one; clones
-/// share it.
+/// Whether one connection has a request in flight, whether it ever had one, and whether
+/// the accept loop has shed it; clones share it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Busy(Arc<Requests>);
 
@@ -29,6 +34,8 @@ pub(crate) struct Busy(Arc<Requests>);
 struct Requests {
     in_flight: AtomicUsize,
     ever: AtomicBool,
+    /// Notified once, when the accept loop sheds the connection.
+    shed: Notify,
 }
 
 impl Busy {
@@ -43,6 +50,17 @@ impl Busy {
     pub(crate) fn ever_busy(&self) -> bool {
         // Relaxed: see `is_busy`.
         self.0.ever.load(Ordering::Relaxed)
+    }
+
+    /// Asks the connection's task to close it (the task may not be waiting yet: the
+    /// permit is kept until it does).
+    pub(crate) fn shed(&self) {
+        self.0.shed.notify_one();
+    }
+
+    /// Resolves once the connection has been shed.
+    pub(crate) async fn shed_requested(&self) {
+        self.0.shed.notified().await;
     }
 
     fn enter(&self) -> BusyGuard {
@@ -165,5 +183,13 @@ mod tests {
         drop(service.call(Request::new(())));
         assert!(!busy.is_busy(), "a dropped response future ends it too");
         assert!(busy.ever_busy());
+    }
+
+    #[tokio::test]
+    async fn a_shed_before_the_task_waits_is_kept() {
+        let busy = Busy::default();
+        busy.shed();
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(5), busy.shed_requested());
+        assert!(waited.await.is_ok());
     }
 }

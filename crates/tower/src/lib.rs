@@ -271,6 +271,8 @@ mod busy;
 #[cfg(feature = "serve")]
 mod descriptor_budget;
 mod drain_impl;
+#[cfg(feature = "serve")]
+mod early_answer;
 mod grpc_only;
 #[cfg(feature = "inband-orca")]
 mod inband_orca;

@@ -8,11 +8,18 @@
 //! a whole head timeout; closing the oldest means a fresh client, which sends its head
 //! right behind its handshake, is served.
 //!
+//! A shed connection is closed by its own task, which first answers `503` with
+//! `Retry-After` if no request head of it has reached the service: a connection waiting
+//! for its head may be a well-behaved client whose head is already in the socket, or one
+//! the network delayed (after the listener's backlog overflowed, the kernel can complete
+//! a connection before the client's retransmitted head arrives, seconds later), and such a
+//! client must get an answer, not a bare close.
+//!
 //! The limit of this: attackers that reconnect as soon as they are closed, from as many
-//! connections as the bound plus the listener's backlog (tokio's is 128 on Linux), churn
-//! through the bound as fast as the server accepts, and a fresh client accepted among
-//! them can be closed as the oldest before its head is read, or find the backlog full
-//! and wait for its SYN to be retransmitted. A limit per client address, in front of the
+//! connections as the bound plus the listener's backlog, churn through the bound as fast
+//! as the server accepts, and a fresh client accepted among them can be shed as the
+//! oldest before its head is read (it is answered `503`), or find the backlog full and
+//! wait for its SYN to be retransmitted. A limit per client address, in front of the
 //! server (a load balancer, a firewall), is the defence against that.
 
 use std::collections::VecDeque;
@@ -60,15 +67,15 @@ impl Pending {
         closed
     }
 
-    /// Closes one pending connection: the oldest waiting for a request head, else the
+    /// Sheds one pending connection: the oldest waiting for a request head, else the
     /// oldest. `false` if none is open.
     pub(crate) fn shed_one(&mut self) -> bool {
         self.oldest_first.retain(|c| !c.task.is_finished());
         let waiting = self.oldest_first.iter().position(|c| !c.busy.is_busy());
         match self.oldest_first.remove(waiting.unwrap_or(0)) {
             Some(connection) => {
-                // Its future is dropped, which closes the socket.
-                connection.task.abort();
+                // Its task answers if it can, closes the socket and ends.
+                connection.busy.shed();
                 true
             }
             None => false,
@@ -86,11 +93,14 @@ mod tests {
     use super::*;
     use tokio::task::JoinSet;
 
-    /// `n` tasks that run until aborted, with their busy flags.
+    /// `n` tasks that run until shed, with their busy flags.
     fn connections(set: &mut JoinSet<()>, n: usize) -> Vec<(AbortHandle, Busy)> {
-        let never = || std::future::pending::<()>();
         (0..n)
-            .map(|_| (set.spawn(never()), Busy::default()))
+            .map(|_| {
+                let busy = Busy::default();
+                let shed = busy.clone();
+                (set.spawn(async move { shed.shed_requested().await }), busy)
+            })
             .collect()
     }
 
@@ -120,9 +130,9 @@ mod tests {
         assert_eq!(pending.make_room(), 1);
         pending.push(conns[3].0.clone(), conns[3].1.clone());
         settle().await;
-        let aborted: Vec<bool> = conns.iter().map(|(t, _)| t.is_finished()).collect();
+        let shed: Vec<bool> = conns.iter().map(|(t, _)| t.is_finished()).collect();
         assert_eq!(
-            aborted,
+            shed,
             [false, true, false, false],
             "the busy oldest was kept"
         );

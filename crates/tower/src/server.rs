@@ -7,20 +7,31 @@
 //! exhaust the process's descriptors: `accept` fails with `EMFILE` and nobody is served.
 //! Here:
 //!
-//! * **A request-head timeout.** hyper closes a connection whose request head (or, on an
-//!   idle keep-alive connection, the next one) has not fully arrived in time.
+//! * **A request-head timeout.** A connection whose first request head has not fully
+//!   arrived in time is answered `503` with `Retry-After` and closed; an idle keep-alive
+//!   connection whose next head has not arrived is closed (hyper's timer, measured from
+//!   the connection's first poll or from the previous response). The bound a well-behaved
+//!   client is held to: its whole head reaches the server's socket within the timeout of
+//!   the server taking the connection from the listener. A head that has arrived in time
+//!   is always served however late the server gets to read it (a server short of CPU
+//!   reads the socket before it looks at the clock).
 //! * **A bound on pending connections, below the descriptor limit.** A connection is
 //!   *pending* from its accept until it is upgraded (a WebSocket, which the application
-//!   bounds) or closed. At the bound, a new connection closes the oldest pending one that
-//!   is still waiting for a request head (see [`Pending`](crate::pending::Pending), which
-//!   also says what this cannot stop). The default bound is derived from `RLIMIT_NOFILE` and the descriptors already open, and
+//!   bounds) or closed. At the bound, a new connection sheds the oldest pending one that
+//!   is still waiting for a request head: answered `503` with `Retry-After`, then closed
+//!   (see [`Pending`](crate::pending::Pending), which also says what this cannot stop). The default bound is derived from `RLIMIT_NOFILE` and the descriptors already open, and
 //!   an explicit one is capped below the limit (see
 //!   [`DescriptorBudget`](crate::descriptor_budget::DescriptorBudget)).
 //! * **Out of descriptors anyway** (other parts of the process opened files, or another
 //!   process took the system's): an `accept` failing with `EMFILE` or `ENFILE` closes the
 //!   oldest pending connection and backs off briefly, instead of spinning or returning.
+//! * **No connection closed without a word before its request.** Whatever closes a
+//!   connection no request head of which has reached the service (shedding, the head
+//!   timeout, shutdown), it is answered `503` with `Retry-After` first, so a client whose
+//!   head is in the socket or on its way reads an answer, not an end of stream (see
+//!   [`answer_unavailable`](crate::early_answer::answer_unavailable)).
 //! * **Bounded graceful shutdown.** On the signal the listener is closed, a connection
-//!   that never completed a request head is closed at once, every other one gets hyper's
+//!   that never completed a request head is answered `503` and closed at once, every other one gets hyper's
 //!   `graceful_shutdown` (finish the request in flight, then close), and the server
 //!   returns when all have closed, or when the shutdown timeout has passed, closing the
 //!   rest.
@@ -48,6 +59,7 @@ use tokio::time::Instant;
 
 use crate::busy::{Busy, BusyService};
 use crate::descriptor_budget::DescriptorBudget;
+use crate::early_answer::answer_unavailable;
 use crate::pending::Pending;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -79,7 +91,7 @@ const MAX_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 const MIN_MAX_HEADER_BYTES: usize = 8 * 1024;
 
 /// The pause after `accept` failed for want of descriptors and a pending connection was
-/// closed: time for its task to be dropped and its descriptor freed.
+/// shed: time for its task to answer and close it, freeing its descriptor.
 const SHED_BACKOFF: Duration = Duration::from_millis(5);
 
 /// The pause after any other failed `accept` (nothing to free: wait for the system).
@@ -155,9 +167,12 @@ struct Settings {
 // === impl Serve ===
 
 impl<S> Serve<S> {
-    /// Closes a connection whose request head has not fully arrived `timeout` after the
-    /// connection opened, or after its previous response (an idle keep-alive connection).
-    /// Default [`DEFAULT_HEADER_READ_TIMEOUT`]; clamped to between 1 ms and a day.
+    /// Answers `503` with `Retry-After` and closes a connection whose first request head
+    /// has not fully arrived `timeout` after the server took the connection; closes an
+    /// idle keep-alive connection whose next head has not arrived `timeout` after its
+    /// previous response. A head that has arrived in time is served however late the
+    /// server reads it. Default [`DEFAULT_HEADER_READ_TIMEOUT`]; clamped to between 1 ms
+    /// and a day.
     ///
     /// ```
     /// # async fn doc(listener: tokio::net::TcpListener, app: axum::Router) {
@@ -173,7 +188,8 @@ impl<S> Serve<S> {
     }
 
     /// Holds at most `max` connections not yet upgraded or closed; at the bound a new one
-    /// closes the oldest still waiting for a request head (else the oldest). Default: half
+    /// sheds the oldest still waiting for a request head, answering it `503` with
+    /// `Retry-After` (else the oldest, closed). Default: half
     /// the soft `RLIMIT_NOFILE` minus the descriptors open when the server starts, at
     /// most [`MAX_DEFAULT_PENDING`](crate::serve::MAX_DEFAULT_PENDING). An explicit bound is still
     /// capped at the limit minus the descriptors open minus 32, so that the listener keeps
@@ -466,9 +482,9 @@ where
                 }
             };
             if pending.make_room() > 0 {
-                // Let the runtime drop the tasks just aborted, closing their sockets,
-                // before this loop accepts more (it may otherwise run on for a whole
-                // cooperative budget of accepts).
+                // Let the tasks just shed answer and close their sockets before this loop
+                // accepts more (it may otherwise run on for a whole cooperative budget of
+                // accepts).
                 tokio::task::yield_now().await;
             }
             let busy = Busy::default();
@@ -494,10 +510,15 @@ fn without_nagle(stream: &TcpStream) {
 }
 
 /// Serves one connection until it closes, is upgraded (hyper hands the socket to the
-/// upgrade and this future ends), or shuts down on `stopped`: at once if no request head
-/// has ever arrived (nothing reached the application and no answer is being written, so
-/// closing loses nothing, whereas hyper would wait out the head timeout), else gracefully
-/// (hyper answers the request in flight, flushes, and closes).
+/// upgrade and this future ends), is shed by the accept loop, or shuts down on
+/// `stopped`.
+///
+/// A connection no request head of which has reached the service when it is shed, misses
+/// the head timeout, or shuts down is answered `503` with `Retry-After` and closed at once
+/// (hyper has written nothing on it, so the socket is ours to answer on; hyper would
+/// close it without a word, or on shutdown wait out the head timeout). Otherwise a shed
+/// connection is closed, and on shutdown hyper answers the request in flight, flushes
+/// and closes.
 fn serve_connection<S, B>(
     http: &http1::Builder,
     stream: TcpStream,
@@ -518,15 +539,27 @@ where
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades();
     async move {
-        tokio::pin!(conn);
-        tokio::select! {
-            _ = conn.as_mut() => return,
+        // `Unpin`, and owned: `into_parts` takes it back from hyper.
+        let mut conn = conn;
+        let stop = tokio::select! {
+            // First: a shed connection goes now, not after another request.
+            biased;
+            () = busy.shed_requested() => false,
+            result = &mut conn => match result {
+                // hyper's head timer; a later head (keep-alive) is closed without a word.
+                Err(e) if e.is_timeout() && !busy.ever_busy() => false,
+                _ => return,
+            },
             // An error: the server is gone, and so is this task soon.
-            _ = stopped.wait_for(|stop| *stop) => {}
-        }
-        // Not polled meanwhile, so no head can complete between this check and the drop.
-        if busy.ever_busy() {
-            conn.as_mut().graceful_shutdown();
+            _ = stopped.wait_for(|stop| *stop) => true,
+        };
+        // Not polled meanwhile, so no head can complete between this check and the answer.
+        if !busy.ever_busy() {
+            if let Some(parts) = conn.into_parts() {
+                answer_unavailable(parts.io.into_inner());
+            }
+        } else if stop {
+            Pin::new(&mut conn).graceful_shutdown();
             let _ = conn.await;
         }
     }

@@ -3,7 +3,9 @@
 //! served; an idle keep-alive connection is closed after the head timeout; upgraded
 //! connections and requests in flight are not shed before heads still arriving; an
 //! oversized head is refused; graceful shutdown waits for the request in flight and is
-//! bounded. (`serve_rlimit.rs` runs the server under a lowered `RLIMIT_NOFILE`.)
+//! bounded; a connection closed before its head (shed, timed out, shut down) is answered
+//! `503` with `Retry-After`, which a client whose head comes late still reads.
+//! (`serve_rlimit.rs` runs the server under a lowered `RLIMIT_NOFILE`.)
 //!
 //! Every wait is bounded, and every test takes `SERIAL` so that descriptor counts are not
 //! disturbed by another test of this binary under `cargo test` (nextest runs each test in
@@ -265,6 +267,75 @@ async fn slowloris_heads_are_closed_in_time_with_descriptors_bounded_and_fresh_c
         peak <= bound,
         "{peak} descriptors open at peak, bound {bound}"
     );
+    server.shut_down().await;
+}
+
+/// A client whose head the network delays: it connects, sends nothing for `delay`, then a
+/// whole head, and returns everything the server sent until it closed (`None` if it
+/// stayed open for `WAIT`).
+async fn late_head(addr: SocketAddr, delay: Duration) -> Option<String> {
+    let mut conn = timeout(WAIT, TcpStream::connect(addr))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(delay).await;
+    // The server may have closed by now: the write still succeeds locally.
+    let _ = conn.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let mut text = Vec::new();
+    // A reset after the answer is fine: what was read before it is kept.
+    let _ = timeout(WAIT, conn.read_to_end(&mut text)).await.ok()?;
+    Some(String::from_utf8_lossy(&text).into_owned())
+}
+
+/// Whether `answer` is the server's own `503` with `Retry-After`.
+fn is_unavailable(answer: &str) -> bool {
+    answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n")
+        && answer.contains("\r\nretry-after: 1\r\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_closed_before_its_head_is_answered_503_with_retry_after() {
+    let _serial = SERIAL.lock().await;
+    let gate = Gate::default();
+
+    // Shed: the late client is the oldest connection waiting for a head when, on a bound
+    // of 2, two more connect.
+    let server = start(&gate, |s| s.max_pending(2), WAIT).await;
+    let shed = tokio::spawn(late_head(server.addr, Duration::from_millis(500)));
+    tokio::time::sleep(Duration::from_millis(100)).await; // accepted first
+    let held = half_sent_heads(server.addr, 2).await;
+    let shed = timeout(WAIT, shed).await.unwrap().unwrap();
+    assert!(
+        shed.as_deref().is_some_and(is_unavailable),
+        "shed: {shed:?}"
+    );
+    drop(held);
+
+    // Shut down: a connection with no head yet is answered, not dropped.
+    let mut silent = timeout(WAIT, TcpStream::connect(server.addr))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await; // accepted
+    server.shut_down().await;
+    let mut answer = Vec::new();
+    let _ = timeout(WAIT, silent.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(is_unavailable(&answer), "shut down: {answer:?}");
+
+    // The head timeout: a head 300 ms later than the 200 ms timeout is answered.
+    let head_timeout = Duration::from_millis(200);
+    let server = start(&gate, |s| s.header_read_timeout(head_timeout), WAIT).await;
+    let late = late_head(server.addr, head_timeout + Duration::from_millis(300)).await;
+    assert!(
+        late.as_deref().is_some_and(is_unavailable),
+        "timed out: {late:?}"
+    );
+    // A whole head in time is served as ever.
+    let answer = exchange(server.addr, "GET / HTTP/1.0\r\nHost: x\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.0 200"), "{answer:?}");
     server.shut_down().await;
 }
 
