@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser};
 use livecount_capacity::CapacityConfig;
 use livecount_report::inband::InbandFormat;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 
 use crate::flag_values::{MAX_SECS, finite, seconds, share};
 use crate::otlp_args::{OtlpArgs, OtlpConfig};
@@ -299,12 +299,30 @@ impl AgentConfig {
     }
 }
 
-/// Binds `addr`, given by `flag`; a failure names both, e.g.
+/// The listen backlog of every listener: connections the kernel has completed and holds
+/// until the accept loop takes them. `TcpListener::bind` asks for 128 (the standard
+/// library's), which a burst of connects fills whenever the accept loop falls a little
+/// behind; past it Linux drops the client's SYN (its connect waits 1 s, 3 s, ...) or the
+/// handshake's last ACK and the request head behind it, which then reaches the server
+/// seconds after the connection is accepted, on the client's retransmission backoff.
+/// nginx asks for 511; Linux caps the request at `net.core.somaxconn` (4096 since 5.4).
+/// Queued connections hold no descriptor of ours.
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// Binds `addr`, given by `flag`, with [`LISTEN_BACKLOG`]; a failure names both, e.g.
 /// `--grpc 127.0.0.1:9000: Address already in use (os error 98)`.
 pub(crate) async fn listen(flag: &str, addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{flag} {addr}: {e}")))
+    let bind = || {
+        let socket = match addr {
+            SocketAddr::V4(_) => TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => TcpSocket::new_v6()?,
+        };
+        // As `TcpListener::bind` does: a restarted agent rebinds its port at once.
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    bind().map_err(|e| std::io::Error::new(e.kind(), format!("{flag} {addr}: {e}")))
 }
 
 fn available_cores() -> f64 {
