@@ -39,11 +39,12 @@ pub struct AgentConfig {
     /// `Disconnected` (`--write-timeout-secs`).
     pub write_timeout: Duration,
     /// An HTTP connection whose request head has not fully arrived this long after it
-    /// started (or after the last response, on keep-alive) is closed
-    /// (`--header-read-timeout-secs`).
+    /// started is answered 503 with `Retry-After` and closed; after the last response, on
+    /// keep-alive, it is closed (`--header-read-timeout-secs`).
     pub header_read_timeout: Duration,
     /// At most this many HTTP connections not yet upgraded to a WebSocket; at the bound a
-    /// new connection closes the oldest of them (`--max-pending-connections`; `None`: the
+    /// new connection sheds the oldest of them, answered 503 with `Retry-After` if its
+    /// head has not reached the service (`--max-pending-connections`; `None`: the
     /// library's default, derived from `RLIMIT_NOFILE`; never above what the descriptor
     /// limit leaves either way, see `livecount_tower::serve`).
     pub max_pending_connections: Option<usize>,
@@ -150,13 +151,13 @@ pub struct ServeArgs {
     #[arg(long = "write-timeout-secs", value_name = "S", default_value = "10",
           allow_negative_numbers = true, value_parser = seconds(0.01, 3600.0))]
     write_timeout: Duration,
-    /// Close connections that have not sent a whole request head within S seconds
-    /// (slowloris); 0.01..=3600
+    /// Answer 503 and close connections that have not sent a whole request head within S
+    /// seconds (slowloris); 0.01..=3600
     #[arg(long = "header-read-timeout-secs", value_name = "S", default_value = "10",
           allow_negative_numbers = true, value_parser = seconds(0.01, 3600.0))]
     header_read_timeout: Duration,
     /// Connections not yet upgraded held at once; at the bound the oldest still waiting
-    /// for its request head is closed, 1..=100000 [default: min(4096, half the
+    /// for its request head is answered 503 and closed, 1..=100000 [default: min(4096, half the
     /// descriptors RLIMIT_NOFILE leaves free)]
     #[arg(long, value_name = "N", allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]

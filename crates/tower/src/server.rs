@@ -68,7 +68,9 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// handshake (or within a round trip of its previous response), well under a second even
 /// on a poor mobile link, so 10 s leaves slow links ample room while an attacker's
 /// connection is recycled within seconds. (hyper's own default is 30 s, nginx's `client_header_timeout` 60 s;
-/// both let a slowloris hold a descriptor that much longer.)
+/// both let a slowloris hold a descriptor that much longer.) A head the network delays
+/// longer (retransmitted on the client's backoff after the listener's backlog overflowed)
+/// is answered `503` with `Retry-After`, not dropped.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The default bound on a graceful shutdown: 20 s fits inside Kubernetes' default 30 s
