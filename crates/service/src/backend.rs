@@ -389,7 +389,8 @@ impl BackendBuilder {
     }
 
     /// Closes an HTTP connection of [`Serve::http`](crate::Serve::http) whose request head
-    /// has not fully arrived this long after it opened (or after its last response).
+    /// has not fully arrived this long after it opened (or after its last response); one
+    /// whose first head never reached the service is answered `503` with `Retry-After` first.
     /// Default [`livecount_tower::serve::DEFAULT_HEADER_READ_TIMEOUT`] (10 s), which says why
     /// (slowloris).
     pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
@@ -398,7 +399,8 @@ impl BackendBuilder {
     }
 
     /// At most this many connections of each [`Serve::http`](crate::Serve::http) listener
-    /// without a response yet (or an upgrade) at once; at the bound the oldest is closed.
+    /// without a response yet (or an upgrade) at once; at the bound the oldest is closed
+    /// (answered `503` with `Retry-After` if none of its requests reached the service).
     /// `None`: `livecount_tower::serve`'s default, half the descriptors `RLIMIT_NOFILE`
     /// leaves free, at most [`livecount_tower::serve::MAX_DEFAULT_PENDING`]; never above what
     /// the descriptor limit leaves either way. Default `None`.
