@@ -97,11 +97,9 @@
 //! your machine for the workload you describe (threads, reader pace, bytes per counter) and
 //! names the counter to import. The committed runs, each with its machine, toolchain and
 //! commit and the command that reproduces it, are in the repository's `results/` folder:
-//! `results/intel-r-xeon-r-processor-2c/REPORT.md` (a 2-core Xeon VM),
 //! `results/amd-epyc-2c/REPORT.md` and `results/amd-epyc-2c-256-threads/REPORT.md` (a 2-core
-//! AMD EPYC VM; the second, a historical record read for its reasons, for a described service
-//! of 256 threads), and [`Striped`] beside Java's `LongAdder` in
-//! `results/intel-r-xeon-r-processor-2c/anchors.md`.
+//! AMD EPYC VM; the second for a described service of 256 threads), and [`Striped`] beside
+//! Java's `LongAdder` in `results/intel-r-xeon-r-processor-2c/anchors.md` (a 2-core Xeon VM).
 //!
 //! What holds on any machine, by construction: [`PerThread`] and [`PerCpu`] (on rseq) do no
 //! locked instruction per update, so they scale with cores until the memory system stops
