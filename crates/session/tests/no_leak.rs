@@ -59,6 +59,26 @@ fn net_on_a_thread(f: impl FnOnce() + Send + 'static) -> isize {
 fn a_trackers_memory_goes_back_when_it_is_gone() {
     // Warm up: thread-index registrations, the coarse clock's first call, lazy statics.
     net_on_a_thread(|| churn(&SessionTracker::default(), 100));
+    // And the counters' global list of free thread indices, which keeps its capacity: sixteen
+    // threads alive at once give their indices back together, so the list has room for every
+    // thread the phases below run at once (else it grows once, by 32 bytes, whenever five of
+    // them happen to exit together, and the phase reads as a leak).
+    net_on_a_thread(|| {
+        let tracker = SessionTracker::<livecount::PerThread, String>::default();
+        let all_started = std::sync::Arc::new(std::sync::Barrier::new(16));
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let (tracker, all_started) = (tracker.clone(), all_started.clone());
+                std::thread::spawn(move || {
+                    tracker.start().end(EndReason::Completed);
+                    all_started.wait();
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+    });
 
     // Sessions across several pages, all ended on the thread that drops the tracker.
     let net = net_on_a_thread(|| churn(&SessionTracker::default(), 5_000));
