@@ -24,7 +24,6 @@
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The CFS period of every backend's quota: short, so a saturated backend is throttled in
@@ -37,11 +36,8 @@ const MIN_QUOTA_US: u64 = 1_000;
 /// The environment variable naming the group to put the fleets' groups under.
 pub const PARENT_VAR: &str = "LIVECOUNT_TESTBED_CGROUP";
 
-/// The hierarchy the fleets of this process used, set by the first [`Cgroups::fleet`].
-static USED: OnceLock<Flavour> = OnceLock::new();
-
 /// Which cgroup hierarchy holds the cpu controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Flavour {
     /// cgroup v1: a `cgroup` mount of its own for the cpu controller, quotas in
     /// `cpu.cfs_quota_us` and `cpu.cfs_period_us`.
@@ -58,11 +54,6 @@ impl Flavour {
             Flavour::V2 => "cgroup v2 `cpu.max`",
         }
     }
-}
-
-/// The hierarchy the fleets started by this process used (`None` before the first).
-pub fn used() -> Option<Flavour> {
-    USED.get().copied()
 }
 
 /// This machine's cpu controller and the group the fleets' groups go under.
@@ -147,12 +138,10 @@ impl Cgroups {
             let missing = format!("{} is not a directory", self.parent.display());
             return Err(self.refuse(missing));
         }
-        let group = match self.flavour {
-            Flavour::V1 => self.fleet_v1(name)?,
-            Flavour::V2 => self.fleet_v2(name)?,
-        };
-        let _ = USED.set(self.flavour);
-        Ok(group)
+        match self.flavour {
+            Flavour::V1 => self.fleet_v1(name),
+            Flavour::V2 => self.fleet_v2(name),
+        }
     }
 
     fn fleet_v1(&self, name: &str) -> Result<FleetGroup, String> {
@@ -238,6 +227,11 @@ pub struct FleetGroup {
 }
 
 impl FleetGroup {
+    /// The hierarchy the group is in.
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
+    }
+
     /// The fleet's group.
     pub fn path(&self) -> &Path {
         &self.path

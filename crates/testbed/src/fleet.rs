@@ -50,6 +50,13 @@ pub struct Fleet {
 }
 
 impl Fleet {
+    /// The cgroup hierarchy its CPU quotas are in.
+    pub fn cgroup_flavour(&self) -> crate::cgroup::Flavour {
+        self.cgroup.flavour()
+    }
+}
+
+impl Fleet {
     /// Starts one agent per backend of `shape`, each in its own CPU-limited cgroup under
     /// `livecount-testbed-<pid>-<tag>` (where [`Cgroups::detect`] finds room), and waits
     /// (up to 10 s each) until every `/load` answers.

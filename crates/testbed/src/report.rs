@@ -8,7 +8,6 @@ use livecount_sim::{PolicyResult, Scenario};
 use livecount_support::provenance;
 use serde::Serialize;
 
-use crate::cgroup::{self, Flavour};
 use crate::compare::{self, Finding, Metric, Side};
 use crate::plot::{self, Panel};
 use crate::run::RunResult;
@@ -112,8 +111,10 @@ fn markdown(scenario: &Scenario, scaling: &Scaling, c: &Comparison, command: &st
             .collect::<Vec<_>>()
             .join(", "),
         scaling.core_scale,
-        // The hierarchy the runs' fleets used (the same for every fleet of one process).
-        cgroup::used().map_or("no fleet started", Flavour::quota),
+        // The hierarchy the runs' fleets used (the same for every fleet of one machine).
+        c.runs
+            .first()
+            .map_or("no fleet started", |r| r.cgroup.quota()),
         1 + scaling.chunk_gap_ms,
         scenario.sessions.speaking_cost,
         c.runs.first().map_or(0, |r| r.measured.arrivals),

@@ -56,6 +56,8 @@ pub struct RunResult {
     /// The balancer's rendered configuration.
     #[serde(skip)]
     pub config: String,
+    /// The cgroup hierarchy the backends' CPU quotas were in.
+    pub cgroup: crate::cgroup::Flavour,
 }
 
 /// Runs `scenario` (its own seed) through `balancer` on a fresh fleet.
@@ -73,6 +75,7 @@ pub async fn run(
         scenario.seed
     ));
     let mut fleet = Fleet::start(&setup.agent, &shapes, &scaling, &dir).await?;
+    let cgroup = fleet.cgroup_flavour();
     let idle = idle_utilisation(&fleet).await;
     let mut lb = balancer::start(balancer, &fleet, &setup.tools).await?;
     let front = SocketAddr::from(([127, 0, 0, 1], lb.front));
@@ -111,6 +114,7 @@ pub async fn run(
         measured,
         samples,
         config,
+        cgroup,
     })
 }
 
