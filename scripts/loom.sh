@@ -19,5 +19,5 @@ fi
 export RUSTFLAGS="--cfg livecount_loom -C debug-assertions"
 start=$(date +%s)
 cargo test -p livecount --release --target-dir target/loom --lib --test loom_counters "$@"
-cargo test -p livecount-session --release --target-dir target/loom --test loom_session --test loom_cap --test loom_drain "$@"
+cargo test -p livecount-session --release --target-dir target/loom --test loom_session --test loom_cap --test loom_drain --test loom_trace "$@"
 echo "loom.sh: all models passed (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-per model}) in $(( $(date +%s) - start )) s"

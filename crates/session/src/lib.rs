@@ -227,6 +227,8 @@ mod start_error;
 mod sweeper;
 mod sync;
 mod tally;
+#[cfg(feature = "tracing")]
+pub mod trace;
 #[cfg(feature = "tokio")]
 mod tracked;
 mod tracker;

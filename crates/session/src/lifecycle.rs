@@ -77,6 +77,22 @@ pub(crate) fn generation(state: u64) -> u32 {
     (state >> GEN_SHIFT) as u32
 }
 
+/// The generation after `state`'s. Generation 0 names no session: skipped when the 32 bits wrap.
+fn next_generation(state: u64) -> u32 {
+    generation(state).wrapping_add(1).max(1)
+}
+
+/// What a [`Lifecycle::change_phase`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PhaseChange {
+    /// The session had ended (or ended meanwhile): nothing changed.
+    Ended,
+    /// It was in that phase already, or lost to a racing transition linearised after it.
+    Same,
+    /// It entered the phase.
+    Changed,
+}
+
 /// One session's state word and counter tokens.
 pub(crate) struct Lifecycle<C: Counter> {
     state: AtomicU64,
@@ -126,8 +142,7 @@ impl<C: Counter> Lifecycle<C> {
             old & ENDED != 0 && refs(old) == 0,
             "activating a slot in use"
         );
-        // Generation 0 names no session: skip it when the 32 bits wrap.
-        let generation = generation(old).wrapping_add(1).max(1);
+        let generation = next_generation(old);
         let token = tally.total.increment();
         // SAFETY:
         // - The slot is free and ours (see above): no other thread accesses its cells until
@@ -141,6 +156,13 @@ impl<C: Counter> Lifecycle<C> {
             Ordering::Release,
         );
         generation
+    }
+
+    /// The generation the next [`activate`](Lifecycle::activate) of this free slot gives.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn next_generation(&self) -> u32 {
+        // Relaxed: as in `activate`, whose caller owns the free slot.
+        next_generation(self.state.load(Ordering::Relaxed))
     }
 
     /// The generation of the session a reference holder holds.
@@ -330,24 +352,25 @@ impl<C: Counter> Lifecycle<C> {
         }
     }
 
-    /// Moves a live session to `phase`. `false` if the session has ended. Concurrent
-    /// transitions are linearised: one that finds another in flight returns `true` without
-    /// changing anything (it took effect and was at once overridden).
+    /// Moves a live session to `phase`: [`PhaseChange::Ended`] if the session has ended.
+    /// Concurrent transitions are linearised: one that finds another in flight returns
+    /// [`PhaseChange::Same`] without changing anything (it took effect and was at once
+    /// overridden).
     #[allow(unsafe_code)]
-    pub(crate) fn set_phase(&self, phase: Phase, tally: &Tally<C>) -> bool {
+    pub(crate) fn change_phase(&self, phase: Phase, tally: &Tally<C>) -> PhaseChange {
         // Acquire: sees the phase token as the last BUSY holder left it.
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             if state & ENDED != 0 {
-                return false;
+                return PhaseChange::Ended;
             }
             if state & BUSY != 0 {
                 // Another transition is in flight (a handle racing the owner): linearise this
                 // one just before it, so the other one's phase is the one that stays.
-                return true;
+                return PhaseChange::Same;
             }
             if Phase::from_bit(state & PHASE) == phase {
-                return true;
+                return PhaseChange::Same;
             }
             match self.state.compare_exchange_weak(
                 state,
@@ -371,7 +394,10 @@ impl<C: Counter> Lifecycle<C> {
             }
             Phase::Listening => self.release_phase_token(tally),
         }
-        self.release_busy(state | BUSY, phase, tally)
+        match self.release_busy(state | BUSY, phase, tally) {
+            true => PhaseChange::Changed,
+            false => PhaseChange::Ended,
+        }
     }
 
     /// Clears BUSY, publishing `phase`; if an `end` won meanwhile, returns the phase token

@@ -149,7 +149,43 @@ impl<C: Counter, M> Held<C, M> {
 
     fn set_phase(&self, phase: Phase) -> bool {
         self.touch();
-        self.slot().life.set_phase(phase, &self.shared().tally)
+        let change = self.slot().life.change_phase(phase, &self.shared().tally);
+        #[cfg(feature = "tracing")]
+        if change == crate::lifecycle::PhaseChange::Changed {
+            crate::trace::phase(self.slot().span(), phase);
+        }
+        change != crate::lifecycle::PhaseChange::Ended
+    }
+
+    fn note_interrupt(&self) {
+        #[cfg(feature = "tracing")]
+        crate::trace::interrupt(self.slot().span());
+    }
+
+    fn note_first_chunk(&self) {
+        #[cfg(feature = "tracing")]
+        {
+            let shared = self.shared();
+            let after = shared
+                .clock
+                .now_nanos()
+                .saturating_sub(self.slot().started());
+            crate::trace::first_chunk(self.slot().span(), std::time::Duration::from_nanos(after));
+        }
+    }
+
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    fn trace_tag(&self, tag: &str) {
+        #[cfg(feature = "tracing")]
+        self.slot().span().record(crate::trace::attr::TAG, tag);
+    }
+
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    fn trace_transport(&self, transport: &str) {
+        #[cfg(feature = "tracing")]
+        self.slot()
+            .span()
+            .record(crate::trace::attr::TRANSPORT, transport);
     }
 
     /// Another reference to the same slot.
@@ -357,6 +393,41 @@ impl<C: Counter, M> Session<C, M> {
     /// The session's phase, or `None` once it has ended.
     pub fn phase(&self) -> Option<Phase> {
         self.held.slot().life.phase()
+    }
+
+    /// Reports an interrupt (a barge-in: the client cut a response short). With the
+    /// `tracing` feature and a traced tracker, an event `livecount.session.interrupt` on the
+    /// session's span; otherwise nothing.
+    pub fn note_interrupt(&self) {
+        self.held.note_interrupt();
+    }
+
+    /// Reports the first chunk of the session's first response sent: with the `tracing`
+    /// feature and a traced tracker, an event `livecount.session.first_chunk` carrying the
+    /// time since the start (time to first stream); otherwise nothing. Call it once.
+    pub fn note_first_chunk(&self) {
+        self.held.note_first_chunk();
+    }
+
+    /// Labels the session's span (`livecount.session.tag`: a tenant, a model, a route).
+    /// Nothing without the `tracing` feature or on an untraced tracker.
+    pub fn trace_tag(&self, tag: &str) {
+        self.held.trace_tag(tag);
+    }
+
+    /// Records the session's transport on its span (`livecount.session.transport`:
+    /// `websocket`, `grpc`, `http`); the layers that start sessions do. Nothing without the
+    /// `tracing` feature or on an untraced tracker.
+    pub fn trace_transport(&self, transport: &str) {
+        self.held.trace_transport(transport);
+    }
+
+    /// The session's span: empty ([`Span::is_disabled`](tracing::Span::is_disabled)) unless
+    /// its tracker [traces sessions](crate::SessionTracker::trace_sessions) and a subscriber
+    /// wants it. Feature `tracing`; see [`trace`](crate::trace).
+    #[cfg(feature = "tracing")]
+    pub fn span(&self) -> &tracing::Span {
+        self.held.slot().span()
     }
 
     /// Records activity now (at tick precision, a few ms), so the reaper leaves the session
@@ -599,6 +670,41 @@ impl<C: Counter, M> EndHandle<C, M> {
     /// The session's phase, or `None` once it has ended.
     pub fn phase(&self) -> Option<Phase> {
         self.held.slot().life.phase()
+    }
+
+    /// Reports an interrupt (a barge-in: the client cut a response short). With the
+    /// `tracing` feature and a traced tracker, an event `livecount.session.interrupt` on the
+    /// session's span; otherwise nothing.
+    pub fn note_interrupt(&self) {
+        self.held.note_interrupt();
+    }
+
+    /// Reports the first chunk of the session's first response sent: with the `tracing`
+    /// feature and a traced tracker, an event `livecount.session.first_chunk` carrying the
+    /// time since the start (time to first stream); otherwise nothing. Call it once.
+    pub fn note_first_chunk(&self) {
+        self.held.note_first_chunk();
+    }
+
+    /// Labels the session's span (`livecount.session.tag`: a tenant, a model, a route).
+    /// Nothing without the `tracing` feature or on an untraced tracker.
+    pub fn trace_tag(&self, tag: &str) {
+        self.held.trace_tag(tag);
+    }
+
+    /// Records the session's transport on its span (`livecount.session.transport`:
+    /// `websocket`, `grpc`, `http`); the layers that start sessions do. Nothing without the
+    /// `tracing` feature or on an untraced tracker.
+    pub fn trace_transport(&self, transport: &str) {
+        self.held.trace_transport(transport);
+    }
+
+    /// The session's span: empty ([`Span::is_disabled`](tracing::Span::is_disabled)) unless
+    /// its tracker [traces sessions](crate::SessionTracker::trace_sessions) and a subscriber
+    /// wants it. Feature `tracing`; see [`trace`](crate::trace).
+    #[cfg(feature = "tracing")]
+    pub fn span(&self) -> &tracing::Span {
+        self.held.slot().span()
     }
 
     /// Whether the session has ended.

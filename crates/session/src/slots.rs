@@ -85,6 +85,9 @@ struct Data<M> {
     /// The start, as a tracker clock reading.
     started: u64,
     metadata: Option<M>,
+    /// The session's span (an empty one unless its tracker traces sessions).
+    #[cfg(feature = "tracing")]
+    span: tracing::Span,
 }
 
 // SAFETY:
@@ -104,6 +107,8 @@ impl<C: Counter, M> Slot<C, M> {
             data: UnsafeCell::new(Data {
                 started: 0,
                 metadata: None,
+                #[cfg(feature = "tracing")]
+                span: tracing::Span::none(),
             }),
             index: u32::try_from(index).expect("slot indices stay below 2^31"),
             limits_dirty: StdAtomicBool::new(false),
@@ -114,6 +119,12 @@ impl<C: Counter, M> Slot<C, M> {
     /// The id of the session held: index and generation.
     pub(crate) fn id(&self) -> u64 {
         (u64::from(self.life.generation()) << 32) | u64::from(self.index)
+    }
+
+    /// The id the session this free slot is about to hold will have.
+    #[cfg(feature = "tracing")]
+    fn next_id(&self) -> u64 {
+        (u64::from(self.life.next_generation()) << 32) | u64::from(self.index)
     }
 
     /// The start, as a tracker clock reading.
@@ -133,6 +144,14 @@ impl<C: Counter, M> Slot<C, M> {
         self.data.with(|data| unsafe { (*data).metadata.as_ref() })
     }
 
+    /// The session's span (empty unless its tracker traces sessions).
+    #[cfg(feature = "tracing")]
+    #[allow(unsafe_code)]
+    pub(crate) fn span(&self) -> &tracing::Span {
+        // SAFETY: as in `metadata`.
+        self.data.with(|data| unsafe { &(*data).span })
+    }
+
     /// Ends the session for `reason` (see [`Lifecycle::end`]), its duration measured to the
     /// clock reading `at`, or to now on `clock` if `None`. The caller holds a reference.
     #[inline]
@@ -146,7 +165,11 @@ impl<C: Counter, M> Slot<C, M> {
         self.life.end(reason, tally, || {
             let ended = at.unwrap_or_else(|| clock.now_nanos());
             // Zero for an end before its start (virtual instants only).
-            ended.saturating_sub(self.started()) / 1_000
+            let micros = ended.saturating_sub(self.started()) / 1_000;
+            // The winner, and only it, gets here: the trace records the end once.
+            #[cfg(feature = "tracing")]
+            crate::trace::ended(self.span(), reason, micros);
+            micros
         })
     }
 
@@ -261,6 +284,9 @@ pub(crate) struct Shared<C: Counter, M> {
     pub(crate) sequence: StdAtomicU64,
     /// Start and activity instants, at tick precision.
     pub(crate) clock: CoarseClock,
+    /// The backend's name once sessions are traced (`SessionTracker::trace_sessions`).
+    #[cfg(feature = "tracing")]
+    pub(crate) traced: std::sync::OnceLock<Box<str>>,
     /// The task that holds the sessions to their limits.
     #[cfg(feature = "tokio")]
     pub(crate) sweeper: crate::sweeper::Sweeper,
@@ -283,6 +309,8 @@ impl<C: Counter, M> Shared<C, M> {
             tally,
             sequence: StdAtomicU64::new(1),
             clock: CoarseClock::new(),
+            #[cfg(feature = "tracing")]
+            traced: std::sync::OnceLock::new(),
             #[cfg(feature = "tokio")]
             sweeper: crate::sweeper::Sweeper::new(),
             pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
@@ -357,13 +385,13 @@ impl<C: Counter, M> Shared<C, M> {
         let shared = unsafe { this.as_ref() };
         if shared.tally.is_draining() {
             shared.tally.note_refused();
-            return Err(StartError::Draining);
+            return Err(shared.refused(StartError::Draining));
         }
         if let Some(cap) = &shared.tally.cap
             && !cap.admit()
         {
             shared.tally.note_refused();
-            return Err(StartError::AtCapacity { max: cap.max() });
+            return Err(shared.refused(StartError::AtCapacity { max: cap.max() }));
         }
         let slot = match free_list::take(Self::header(this), || shared.refill()) {
             Ok(slot) => slot.cast::<Slot<C, M>>(),
@@ -371,7 +399,7 @@ impl<C: Counter, M> Shared<C, M> {
                 if let Some(cap) = &shared.tally.cap {
                     cap.release(); // admitted, but never started
                 }
-                return Err(full);
+                return Err(shared.refused(full));
             }
         };
         // SAFETY:
@@ -379,14 +407,34 @@ impl<C: Counter, M> Shared<C, M> {
         //   exists, and `try_acquire` fails on it until `activate` publishes it.
         let slot_ref = unsafe { slot.as_ref() };
         let now = at.unwrap_or_else(|| shared.clock.now_nanos());
+        #[cfg(feature = "tracing")]
+        let span = shared
+            .traced
+            .get()
+            .map(|backend| crate::trace::session_span(slot_ref.next_id(), backend));
         // SAFETY: as above: nobody reads the data of a free slot.
         slot_ref.data.with_mut(|data| unsafe {
             (*data).started = now;
             (*data).metadata = metadata;
+            // An untraced session leaves the empty span its slot was freed with.
+            #[cfg(feature = "tracing")]
+            if let Some(span) = span {
+                (*data).span = span;
+            }
         });
         slot_ref.last_activity.store(now, StdOrdering::Relaxed);
         slot_ref.life.activate(&shared.tally);
         Ok(slot)
+    }
+
+    /// `error`, after leaving its trace if sessions are traced.
+    #[inline]
+    fn refused(&self, error: StartError) -> StartError {
+        #[cfg(feature = "tracing")]
+        if let Some(backend) = self.traced.get() {
+            crate::trace::refused(backend, &error);
+        }
+        error
     }
 
     /// A batch of free slots for a thread's list, now counted as out of the pool.
@@ -514,10 +562,20 @@ impl<C: Counter, M> Shared<C, M> {
         let metadata = slot_ref
             .data
             .with_mut(|data| unsafe { (*data).metadata.take() });
+        // The span closes here, with the session's last reference (see `trace`).
+        #[cfg(feature = "tracing")]
+        // SAFETY: as above.
+        let span = slot_ref.data.with_mut(|data| unsafe {
+            let span = &mut (*data).span;
+            (!span.is_none()).then(|| std::mem::replace(span, tracing::Span::none()))
+        });
         // SAFETY: the slot counts as a reference to the state; the free list takes it over.
         unsafe { free_list::give(Self::header(this), slot.cast()) };
-        // Last: the caller's `M` may do anything in its `Drop`, even start a session.
+        // Last: the caller's `M` may do anything in its `Drop`, even start a session (and a
+        // subscriber anything when the span closes).
         drop(metadata);
+        #[cfg(feature = "tracing")]
+        drop(span);
     }
 }
 

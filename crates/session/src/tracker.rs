@@ -227,7 +227,40 @@ impl<C: Counter, M: Send + Sync + 'static> SessionTracker<C, M> {
     /// assert_eq!((s.started, s.ended, s.refused), (1, 1, 1));
     /// ```
     pub fn begin_drain(&self) -> bool {
-        self.shared().tally.begin_drain()
+        let began = self.shared().tally.begin_drain();
+        #[cfg(feature = "tracing")]
+        if began && self.is_traced() {
+            Shared::for_each(self.shared, |slot| crate::trace::drain(slot.span()));
+        }
+        began
+    }
+
+    /// Traces every session started from now on (feature `tracing`): a span
+    /// [`livecount.session`](crate::trace::SPAN) in the caller's context, carrying its id and
+    /// `backend` (the backend's name), with events at each phase change, interrupt, first
+    /// chunk and drain, and the end's reason and duration recorded exactly once; a refused
+    /// start leaves a zero-length span [`livecount.session.refused`](crate::trace::REFUSED_SPAN).
+    /// See [`trace`](crate::trace). `false` if the tracker was already traced (the first
+    /// name stays). Spans reach whatever `tracing` subscriber is installed; none costs a
+    /// start one check of `tracing`'s cached interest.
+    ///
+    /// ```
+    /// use livecount_session::SessionTracker;
+    ///
+    /// let tracker = SessionTracker::new();
+    /// assert!(tracker.trace_sessions("backend-1"));
+    /// assert!(!tracker.trace_sessions("another name"));
+    /// assert!(tracker.is_traced());
+    /// ```
+    #[cfg(feature = "tracing")]
+    pub fn trace_sessions(&self, backend: &str) -> bool {
+        self.shared().traced.set(backend.into()).is_ok()
+    }
+
+    /// Whether [`trace_sessions`](SessionTracker::trace_sessions) was called.
+    #[cfg(feature = "tracing")]
+    pub fn is_traced(&self) -> bool {
+        self.shared().traced.get().is_some()
     }
 
     /// Whether [`begin_drain`](SessionTracker::begin_drain) was called.
