@@ -61,15 +61,26 @@
 //! shutdown by the SDK's 5 s. A failed export is counted ([`OtlpHandle::stats`]) and the
 //! next interval tries again with fresh totals (cumulative values lose nothing).
 
+mod grpc_call;
 mod instruments;
 mod otlp_builder;
 mod report_exporter;
+#[cfg(feature = "otlp-traces")]
+mod trace_context;
+#[cfg(feature = "otlp-traces")]
+mod traces;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use otlp_builder::{OtlpBuilder, OtlpError, OtlpHandle, check_endpoint};
 pub use report_exporter::ExportStats;
+#[cfg(feature = "otlp-traces")]
+pub use trace_context::{TraceContextLayer, TraceContextService, caller_context};
+#[cfg(feature = "otlp-traces")]
+pub use traces::{
+    DEFAULT_SAMPLE_RATIO, DEFAULT_TRACE_INTERVAL, TraceExport, TracesBuilder, traces,
+};
 
 use crate::LoadBoard;
 

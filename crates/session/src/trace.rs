@@ -50,7 +50,8 @@ pub const REFUSED_SPAN: &str = "livecount.session.refused";
 
 /// Span and event attributes.
 pub mod attr {
-    /// The session's id ([`SessionId::as_u64`](crate::SessionId::as_u64)), an integer.
+    /// The session's id ([`SessionId::as_u64`](crate::SessionId::as_u64)), a `u64`
+    /// (`tracing-opentelemetry` exports it as its decimal string).
     pub const ID: &str = "livecount.session.id";
     /// A label the service gives the session ([`Session::trace_tag`](crate::Session::trace_tag)).
     pub const TAG: &str = "livecount.session.tag";

@@ -9,7 +9,6 @@ use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
-use tonic::transport::Endpoint;
 
 use super::instruments::{Cycle, register};
 use super::report_exporter::{ExportStats, ReportExporter, Sink, Stats};
@@ -141,14 +140,7 @@ impl OtlpBuilder {
             return Err(OtlpError::Timing("the export timeout is zero".into()));
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| OtlpError::NoRuntime)?;
-        let endpoint = Endpoint::from_shared(self.endpoint.clone())
-            .map_err(|e| OtlpError::Endpoint(format!("{:?}: {e}", self.endpoint)))?
-            .connect_timeout(self.timeout)
-            .timeout(self.timeout);
-        let channel = {
-            let _inside = runtime.enter(); // the channel's worker is spawned on it
-            endpoint.connect_lazy()
-        };
+        let channel = super::grpc_call::channel(&self.endpoint, self.timeout, &runtime)?;
         let sink = Sink::Grpc {
             client: MetricsServiceClient::new(channel),
             runtime,
@@ -162,7 +154,7 @@ impl OtlpBuilder {
 }
 
 /// The SDK's default resource, with `service.instance.id` = `name` unless it has one.
-fn default_resource(name: &str) -> Resource {
+pub(crate) fn default_resource(name: &str) -> Resource {
     let detected = Resource::builder().build();
     if detected.get(&names::SERVICE_INSTANCE_ID.into()).is_some() {
         return detected;
@@ -260,7 +252,7 @@ impl OtlpHandle {
 
 /// Runs the SDK's blocking `f` off the runtime's workers (the export it waits for is
 /// spawned on them: a current-thread runtime would otherwise wait for itself).
-async fn blocking(
+pub(crate) async fn blocking(
     f: impl FnOnce() -> opentelemetry_sdk::error::OTelSdkResult + Send + 'static,
 ) -> Result<(), OtlpError> {
     match tokio::task::spawn_blocking(f).await {

@@ -83,7 +83,7 @@ impl Stats {
         }
     }
 
-    fn note(&self, result: &OTelSdkResult) {
+    pub(crate) fn note(&self, result: &OTelSdkResult) {
         // Relaxed: see `read`.
         match result {
             Ok(()) => self.succeeded.fetch_add(1, Ordering::Relaxed),
@@ -172,31 +172,19 @@ impl Sink {
                 runtime,
                 timeout,
             } => {
-                let (mut client, timeout) = (client.clone(), *timeout);
-                // On the runtime (tonic needs its reactor and timers); the reader's thread
-                // waits for the outcome, which the timeout bounds.
-                let call = runtime.spawn(async move {
-                    tokio::time::timeout(timeout, client.export(request)).await
-                });
-                match call.await {
-                    Ok(Ok(Ok(response))) => match response.into_inner().partial_success {
-                        Some(p) if p.rejected_data_points > 0 => {
-                            Err(OTelSdkError::InternalFailure(format!(
-                                "{} data points rejected: {}",
-                                p.rejected_data_points, p.error_message
-                            )))
-                        }
-                        _ => Ok(()),
-                    },
-                    Ok(Ok(Err(status))) => Err(OTelSdkError::InternalFailure(format!(
-                        "OTLP export: {}: {}",
-                        status.code(),
-                        status.message()
-                    ))),
-                    Ok(Err(_elapsed)) => Err(OTelSdkError::Timeout(timeout)),
-                    Err(join) => Err(OTelSdkError::InternalFailure(format!(
-                        "OTLP export task: {join}"
-                    ))),
+                let mut client = client.clone();
+                let response = super::grpc_call::bounded(runtime, *timeout, async move {
+                    client.export(request).await
+                })
+                .await?;
+                match response.partial_success {
+                    Some(p) if p.rejected_data_points > 0 => {
+                        Err(OTelSdkError::InternalFailure(format!(
+                            "{} data points rejected: {}",
+                            p.rejected_data_points, p.error_message
+                        )))
+                    }
+                    _ => Ok(()),
                 }
             }
             #[cfg(test)]
