@@ -134,14 +134,15 @@ pub fn burn(d: Duration) {
 }
 
 /// Streams response `id`: `chunks` chunks, then `done` (reported on `done`). A
-/// `first_chunk` timer stops when the first chunk is handed to `out`.
+/// `first_chunk` timer stops, and the session's first chunk is noted on `first_of` (its
+/// trace), when the first chunk is handed to `out`.
 fn spawn_response(
     id: u64,
     chunks: u32,
     pace: Pace,
     out: mpsc::Sender<Outgoing>,
     done: mpsc::UnboundedSender<u64>,
-    mut first_chunk: Option<FirstChunkTimer>,
+    (mut first_chunk, mut first_of): (Option<FirstChunkTimer>, Option<EndHandle>),
 ) -> Response {
     let sent = Arc::new(AtomicU32::new(0));
     let counter = Arc::clone(&sent);
@@ -162,6 +163,9 @@ fn spawn_response(
             }
             if let Some(timer) = first_chunk.take() {
                 timer.stop();
+            }
+            if let Some(session) = first_of.take() {
+                session.note_first_chunk();
             }
             // Release: pairs with the Acquire in `stop_response`, which reports the count.
             counter.store(seq + 1, Ordering::Release);
@@ -195,6 +199,8 @@ struct Conversation {
     waiting: VecDeque<Outgoing>,
     /// Times the first response to its first chunk; taken by the first `speak`.
     first_chunk: Option<FirstChunkClock>,
+    /// Whether a response was started: only the first one's first chunk is the session's.
+    spoke: bool,
 }
 
 impl Conversation {
@@ -207,10 +213,14 @@ impl Conversation {
                 self.handle.set_phase(Phase::Generating);
                 let (out, done) = (self.out.clone(), self.done.clone());
                 let timer = self.first_chunk.take().map(FirstChunkClock::start);
-                let response = spawn_response(self.next_id, chunks, self.pace, out, done, timer);
+                let first_of =
+                    (!std::mem::replace(&mut self.spoke, true)).then(|| self.handle.clone());
+                let first = (timer, first_of);
+                let response = spawn_response(self.next_id, chunks, self.pace, out, done, first);
                 self.response = Some(response);
             }
             Incoming::Frame(ClientFrame::Interrupt) => {
+                self.handle.note_interrupt();
                 let sent = self.stop_response();
                 self.handle.set_phase(Phase::Listening);
                 return self.reply(Outgoing::Frame(ServerFrame::Interrupted { sent }));
@@ -310,6 +320,7 @@ where
         next_id: 0,
         waiting: VecDeque::new(),
         first_chunk,
+        spoke: false,
     };
     let ending = loop {
         tokio::select! {

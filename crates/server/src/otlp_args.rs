@@ -1,16 +1,18 @@
-//! `--otlp-*`: the agent's OpenTelemetry metrics export ([`OtlpArgs`] → [`OtlpConfig`]),
-//! installed with `livecount_report::otlp` when the agent starts and flushed when it stops.
+//! `--otlp-*`: the agent's OpenTelemetry export ([`OtlpArgs`] → [`OtlpConfig`]): the load
+//! report as metrics and each session as a span, installed with `livecount_report::otlp`
+//! when the agent starts and flushed when it stops.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use livecount_report::LoadBoard;
-use livecount_report::otlp::{self, OtlpError, OtlpHandle};
+use livecount_report::otlp::{self, OtlpError, OtlpHandle, TracesBuilder};
 
-use crate::flag_values::seconds;
+use crate::flag_values::{seconds, share};
 
-/// Where and how often the agent pushes its load reports as OTLP metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where and how often the agent pushes its load reports as OTLP metrics and its sessions'
+/// spans.
+#[derive(Debug, Clone, PartialEq)]
 pub struct OtlpConfig {
     /// The collector's OTLP/gRPC endpoint, `http://host:port` (`--otlp-endpoint`).
     pub endpoint: String,
@@ -18,6 +20,9 @@ pub struct OtlpConfig {
     pub interval: Duration,
     /// Bound on one export, connecting included (`--otlp-timeout-secs`).
     pub timeout: Duration,
+    /// The share of new traces sampled (`--otlp-trace-ratio`), or `None` for no traces
+    /// (`--no-otlp-traces`).
+    pub trace_ratio: Option<f64>,
 }
 
 impl OtlpConfig {
@@ -28,13 +33,26 @@ impl OtlpConfig {
             .timeout(self.timeout)
             .install(board)
     }
+
+    /// The session traces these flags ask for, to the same endpoint, batched every
+    /// interval, with the same timeout.
+    pub(crate) fn traces(&self) -> Option<TracesBuilder> {
+        let ratio = self.trace_ratio?;
+        Some(
+            otlp::traces(&self.endpoint)
+                .sample_ratio(ratio)
+                .interval(self.interval)
+                .timeout(self.timeout),
+        )
+    }
 }
 
 /// The `--otlp-*` flags of `livecount-agent serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct OtlpArgs {
-    /// Push OpenTelemetry metrics (sessions, ends, headroom, session durations) over
-    /// OTLP/gRPC to this collector, http://HOST:PORT (usually port 4317) [default: off]
+    /// Push OpenTelemetry metrics (sessions, ends, headroom, session durations) and a span
+    /// per session over OTLP/gRPC to this collector, http://HOST:PORT (usually port 4317)
+    /// [default: off]
     #[arg(long, value_name = "URL", value_parser = endpoint)]
     otlp_endpoint: Option<String>,
     /// Seconds between OTLP exports, 0.1..=3600
@@ -48,6 +66,18 @@ pub(crate) struct OtlpArgs {
           allow_negative_numbers = true, requires = "otlp_endpoint",
           value_parser = seconds(0.01, 5.0))]
     otlp_timeout: Duration,
+    /// Share of new session traces sampled, 0..=1; a caller's sampled `traceparent` is
+    /// always followed
+    #[arg(long = "otlp-trace-ratio", value_name = "R", default_value = "1",
+          allow_negative_numbers = true, requires = "otlp_endpoint", value_parser = share)]
+    otlp_trace_ratio: f64,
+    /// Metrics only: no session spans
+    #[arg(
+        long = "no-otlp-traces",
+        requires = "otlp_endpoint",
+        conflicts_with = "otlp_trace_ratio"
+    )]
+    no_otlp_traces: bool,
 }
 
 impl OtlpArgs {
@@ -57,6 +87,7 @@ impl OtlpArgs {
             endpoint: self.otlp_endpoint?,
             interval: self.otlp_interval,
             timeout: self.otlp_timeout,
+            trace_ratio: (!self.no_otlp_traces).then_some(self.otlp_trace_ratio),
         })
     }
 }
@@ -87,6 +118,11 @@ mod tests {
         assert_eq!(c.endpoint, "http://127.0.0.1:4317");
         assert_eq!(c.interval, std::time::Duration::from_millis(500));
         assert_eq!(c.timeout, std::time::Duration::from_secs(3));
+        assert_eq!(c.trace_ratio, Some(1.0), "traces on, every one, by default");
+        let c = parse("--otlp-endpoint http://h:4317 --otlp-trace-ratio 0.25").unwrap();
+        assert_eq!(c.otlp.unwrap().trace_ratio, Some(0.25));
+        let c = parse("--otlp-endpoint http://h:4317 --no-otlp-traces").unwrap();
+        assert_eq!(c.otlp.unwrap().trace_ratio, None);
     }
 
     #[test]
@@ -102,6 +138,9 @@ mod tests {
             "--otlp-interval-secs -1 --otlp-endpoint http://h:4317",
             "--otlp-timeout-secs 0 --otlp-endpoint http://h:4317",
             "--otlp-timeout-secs 60 --otlp-endpoint http://h:4317",
+            "--otlp-trace-ratio 1.5 --otlp-endpoint http://h:4317",
+            "--otlp-trace-ratio -0.1 --otlp-endpoint http://h:4317",
+            "--otlp-trace-ratio NaN --otlp-endpoint http://h:4317",
         ] {
             let flag = bad.split_whitespace().next().unwrap();
             let e = parse(bad).unwrap_err();
@@ -110,5 +149,10 @@ mod tests {
         // An interval with nowhere to send is a mistake, said as one.
         let e = parse("--otlp-interval-secs 5").unwrap_err();
         assert!(e.contains("--otlp-endpoint"), "{e}");
+        let e = parse("--otlp-trace-ratio 0.5").unwrap_err();
+        assert!(e.contains("--otlp-endpoint"), "{e}");
+        let e = parse("--otlp-endpoint http://h:4317 --no-otlp-traces --otlp-trace-ratio 0.5")
+            .unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
     }
 }

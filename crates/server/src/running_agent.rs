@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use livecount_report::LoadReport;
-use livecount_report::otlp::OtlpHandle;
+use livecount_report::otlp::{OtlpHandle, TraceExport};
 use livecount_service::Drained;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -19,7 +19,7 @@ use crate::agent_config::listen;
 use crate::conversation::burn;
 use crate::grpc_agent::AgentService;
 use crate::http_router::{router, scrape_router};
-use crate::{Agent, AgentConfig};
+use crate::{Agent, AgentConfig, OtlpConfig};
 
 /// A started agent: its bound addresses and how to stop it.
 #[derive(Debug)]
@@ -44,6 +44,8 @@ pub struct RunningAgent {
     stop_background: Arc<AtomicBool>,
     /// The OTLP export (`--otlp-endpoint`): sends the last report, then stops.
     otlp: Option<OtlpHandle>,
+    /// The sessions' spans (`--otlp-endpoint` without `--no-otlp-traces`).
+    traces: Option<TraceExport>,
 }
 
 /// Burns `share` of one core on a background thread until `stop` (a "hot" backend).
@@ -90,6 +92,11 @@ impl RunningAgent {
         let otlp = otlp.transpose().map_err(|e| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("--otlp-endpoint: {e}"))
         })?;
+        let traces = agent.config.otlp.as_ref().and_then(OtlpConfig::traces);
+        let traces = traces.map(|t| agent.backend.otlp_traces(t)).transpose();
+        let traces = traces.map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("OTLP traces: {e}"))
+        })?;
         let stop_background = Arc::new(AtomicBool::new(false));
         background_load(agent.config.background_load, Arc::clone(&stop_background));
         agent.publish(); // the first `/load` is a real report, not the empty one
@@ -121,6 +128,7 @@ impl RunningAgent {
             hurry,
             stop_background,
             otlp,
+            traces,
         })
     }
 
@@ -160,6 +168,7 @@ impl RunningAgent {
             hurry: hurried,
             stop_background,
             otlp,
+            traces,
             ..
         } = self;
         shutdown.cancel();
@@ -176,8 +185,28 @@ impl RunningAgent {
         if let Some(otlp) = otlp {
             flush(&agent.config.name, otlp).await;
         }
+        if let Some(traces) = traces {
+            // Every session has ended and its span closed: the rest of them go out.
+            flush_traces(&agent.config.name, traces).await;
+        }
         let drained = served.map_err(io::Error::other)??;
         Ok((last, drained))
+    }
+}
+
+/// Sends the spans still queued, bounded, and says what failed.
+async fn flush_traces(name: &str, traces: TraceExport) {
+    let stats = traces.stats();
+    if let Err(e) = traces.shutdown().await {
+        eprintln!("{name}: OTLP traces: {e}");
+    }
+    if stats.failed > 0 {
+        eprintln!(
+            "{name}: OTLP traces: {} exports failed, {} succeeded; the last failure: {}",
+            stats.failed,
+            stats.succeeded,
+            stats.last_error.unwrap_or_default()
+        );
     }
 }
 

@@ -252,6 +252,44 @@ impl Backend {
         livecount_report::otlp::builder(endpoint).install(&self.inner.board)
     }
 
+    /// Traces every session from now on and exports the spans over OTLP/gRPC as `traces`
+    /// says (`livecount_report::otlp::traces(endpoint)`, its sample ratio, interval and
+    /// timeout), through a global `tracing` subscriber this installs; [`serve`](Backend::serve)
+    /// then reads each request's W3C `traceparent` so its session span is the caller's
+    /// child. Call it before `serve`; shut the returned export down after the drain, so
+    /// the last sessions' spans go out.
+    ///
+    /// A service with its own subscriber composes instead: `traces.install(name)`, its
+    /// `layer()` in that subscriber, and `backend.tracker().trace_sessions(name)`.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = livecount_service::Backend::builder("b1").build();
+    /// let traces = backend.otlp_traces(
+    ///     livecount_report::otlp::traces("http://127.0.0.1:4317").sample_ratio(0.5),
+    /// )?;
+    /// // ... backend.serve(signal).http(...).await?;
+    /// traces.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// What [`TracesBuilder::install`](livecount_report::otlp::TracesBuilder::install)
+    /// refuses, or a global subscriber already set (compose as above).
+    #[cfg(feature = "otlp-traces")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "otlp-traces")))]
+    pub fn otlp_traces(
+        &self,
+        traces: livecount_report::otlp::TracesBuilder,
+    ) -> Result<livecount_report::otlp::TraceExport, livecount_report::otlp::OtlpError> {
+        let name = self.inner.board.name();
+        let export = traces.install(name)?;
+        export.set_global_default()?;
+        self.inner.tracker.trace_sessions(name);
+        Ok(export)
+    }
+
     pub(crate) fn max_concurrent_streams(&self) -> Option<u32> {
         self.inner.max_concurrent_streams
     }

@@ -164,6 +164,10 @@ impl<F: Future<Output = ()> + Send + 'static> Serve<F> {
         let mut servers = JoinSet::new();
         let settings = backend.http_settings();
         for (listener, app) in http {
+            let app = match trace_context(&backend) {
+                Some(layer) => app.layer(layer),
+                None => app,
+            };
             let mut server = livecount_tower::serve(listener, app)
                 .header_read_timeout(settings.header_read_timeout);
             if let Some(max) = settings.max_pending {
@@ -215,6 +219,22 @@ impl<F: Future<Output = ()> + Send + 'static> Serve<F> {
     }
 }
 
+/// The caller's trace context around the layers that start sessions, if they are traced
+/// ([`Backend::otlp_traces`], or `trace_sessions` on the tracker).
+#[cfg(feature = "otlp-traces")]
+fn trace_context(backend: &Backend) -> Option<livecount_report::otlp::TraceContextLayer> {
+    backend
+        .tracker()
+        .is_traced()
+        .then_some(livecount_report::otlp::TraceContextLayer)
+}
+
+/// Without `otlp-traces`: no context to carry.
+#[cfg(not(feature = "otlp-traces"))]
+fn trace_context(_: &Backend) -> Option<tower_layer::Identity> {
+    None
+}
+
 /// A server task's outcome: its error, or a panic as an error.
 fn flatten(done: Result<io::Result<()>, tokio::task::JoinError>) -> io::Result<()> {
     done.map_err(io::Error::other).and_then(|served| served)
@@ -233,6 +253,7 @@ async fn serve_grpc(
         .http2_keepalive_interval(Some(interval))
         .http2_keepalive_timeout(Some(timeout))
         .layer(GrpcOnlyLayer::new()) // outermost: a 415 is no session
+        .layer(tower::util::option_layer(trace_context(&backend)))
         .layer(backend.inband_orca())
         .layer(backend.layer())
         .add_routes(

@@ -481,6 +481,7 @@ where
                 return Admission::Refused(Limit::AtCapacity, None);
             }
         };
+        session.trace_transport(if grpc { "grpc" } else { "http" });
         let deadline = match grpc && self.limits.grpc_timeout {
             true => grpc_timeout(request.headers()),
             false => None,

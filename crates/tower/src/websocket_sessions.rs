@@ -208,6 +208,7 @@ impl<C: Counter + 'static, M: Send + Sync + 'static> WebSocketSessions<C, M> {
             }
             Err(e) => return self.refusal(format!("{e}\n")),
         };
+        session.0.trace_transport("websocket");
         let on_failure = session.0.handle();
         let task = SocketTask {
             close_timeout: self.close_timeout,
