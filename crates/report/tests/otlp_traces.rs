@@ -223,3 +223,47 @@ async fn the_layer_makes_the_callers_context_current_for_the_service() {
         "no caller, no context"
     );
 }
+
+/// A malformed `traceparent` is no context (a new trace), never an error; `tracestate`
+/// travels with a valid one.
+#[test]
+fn a_malformed_traceparent_starts_a_new_trace_and_tracestate_is_kept() {
+    use opentelemetry::trace::TraceContextExt as _;
+    let malformed = [
+        "",
+        "garbage",
+        // version ff is invalid
+        "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        // an all-zero trace id, an all-zero span id
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+        // too short, not hex, upper case
+        "00-0af7651916cd43dd8448eb211c8031-b7ad6b7169203331-01",
+        "00-0af7651916cd43dd8448eb211c80319z-b7ad6b7169203331-01",
+        "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01",
+        // a field more than version 00 has, a flags field too long
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-011",
+    ];
+    for value in malformed {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("traceparent", value.parse().unwrap());
+        let cx = caller_context(&headers);
+        assert!(
+            !cx.span().span_context().is_valid(),
+            "{value:?} gave a context"
+        );
+    }
+    // A later version may append fields.
+    let mut headers = http::HeaderMap::new();
+    let later = "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future";
+    headers.insert("traceparent", later.parse().unwrap());
+    assert!(caller_context(&headers).span().span_context().is_valid());
+    let mut headers = caller();
+    headers.insert("tracestate", "vendor=abc,other=1".parse().unwrap());
+    let cx = caller_context(&headers);
+    let context = cx.span().span_context().clone();
+    assert!(context.is_valid() && context.is_remote());
+    assert_eq!(context.trace_state().get("vendor"), Some("abc"));
+    assert_eq!(context.trace_state().get("other"), Some("1"));
+}

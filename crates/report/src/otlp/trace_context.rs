@@ -34,12 +34,37 @@ struct Headers<'a>(&'a http::HeaderMap);
 
 impl Extractor for Headers<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        let value = self.0.get(key).and_then(|v| v.to_str().ok())?;
+        (key != "traceparent" || well_formed(value)).then_some(value)
     }
 
     fn keys(&self) -> Vec<&str> {
         self.0.keys().map(http::HeaderName::as_str).collect()
     }
+}
+
+/// Whether `traceparent` has W3C Trace Context's form: `version-traceid-parentid-flags`,
+/// lower-case hex of 2, 32, 16 and 2 digits, version `ff` invalid, nothing after the flags
+/// in version `00` (a later version may append fields). The SDK's propagator checks the
+/// values (no all-zero ids) but takes a trace id of any length up to 32 digits; a header
+/// that is not W3C's is no context at all, so the session starts a new trace.
+fn well_formed(traceparent: &str) -> bool {
+    let hex = |s: &str, n: usize| {
+        s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    let mut fields = traceparent.split('-');
+    let (Some(version), Some(trace), Some(parent), Some(flags)) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return false;
+    };
+    let rest = fields.next().is_some();
+    hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && hex(parent, 16)
+        && hex(flags, 2)
+        && !(version == "00" && rest)
 }
 
 /// A tower layer that runs each request's service (its `call` and every poll of its

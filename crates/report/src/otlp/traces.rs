@@ -164,7 +164,7 @@ pub struct TraceExport {
 
 impl TraceExport {
     /// The `tracing` layer that turns the sessions' spans into OpenTelemetry spans for
-    /// this export (`tracing-opentelemetry`, without its thread, location and timing
+    /// this export (`tracing-opentelemetry`, without its thread, location, target and timing
     /// attributes), filtered to `livecount`'s targets at `INFO`. Compose it into your
     /// subscriber beside your own layers.
     pub fn layer<S>(&self) -> impl tracing_subscriber::Layer<S> + use<S>
@@ -177,6 +177,7 @@ impl TraceExport {
             .with_location(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
+            .with_target(false)
             .with_filter(Targets::new().with_target("livecount", LevelFilter::INFO))
     }
 
