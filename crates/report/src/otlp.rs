@@ -73,7 +73,7 @@ mod traces;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use otlp_builder::{OtlpBuilder, OtlpError, OtlpHandle, check_endpoint};
+pub use otlp_builder::{OtlpBuilder, OtlpError, OtlpHandle, check_endpoint, named_resource};
 pub use report_exporter::ExportStats;
 #[cfg(feature = "otlp-traces")]
 pub use trace_context::{TraceContextLayer, TraceContextService, caller_context};
@@ -114,6 +114,8 @@ pub mod names {
     pub const END_REASON: &str = "livecount.session.end_reason";
     /// The resource attribute the board's name goes in by default.
     pub const SERVICE_INSTANCE_ID: &str = "service.instance.id";
+    /// The resource attribute naming the service ([`named_resource`](super::named_resource)).
+    pub const SERVICE_NAME: &str = "service.name";
 }
 
 /// The usual OTLP/gRPC endpoint: a collector on this host.

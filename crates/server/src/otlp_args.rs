@@ -10,6 +10,10 @@ use livecount_report::otlp::{self, OtlpError, OtlpHandle, TracesBuilder};
 
 use crate::flag_values::{seconds, share};
 
+/// The agent's `service.name`, unless `OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES`
+/// name it otherwise; `service.instance.id` is the backend's name.
+pub(crate) const SERVICE_NAME: &str = "livecount-agent";
+
 /// Where and how often the agent pushes its load reports as OTLP metrics and its sessions'
 /// spans.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,18 +35,20 @@ impl OtlpConfig {
         otlp::builder(&self.endpoint)
             .interval(self.interval)
             .timeout(self.timeout)
+            .resource(otlp::named_resource(SERVICE_NAME, board.name()))
             .install(board)
     }
 
     /// The session traces these flags ask for, to the same endpoint, batched every
     /// interval, with the same timeout.
-    pub(crate) fn traces(&self) -> Option<TracesBuilder> {
+    pub(crate) fn traces(&self, name: &str) -> Option<TracesBuilder> {
         let ratio = self.trace_ratio?;
         Some(
             otlp::traces(&self.endpoint)
                 .sample_ratio(ratio)
                 .interval(self.interval)
-                .timeout(self.timeout),
+                .timeout(self.timeout)
+                .resource(otlp::named_resource(SERVICE_NAME, name)),
         )
     }
 }

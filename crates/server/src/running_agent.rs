@@ -19,7 +19,7 @@ use crate::agent_config::listen;
 use crate::conversation::burn;
 use crate::grpc_agent::AgentService;
 use crate::http_router::{router, scrape_router};
-use crate::{Agent, AgentConfig, OtlpConfig};
+use crate::{Agent, AgentConfig};
 
 /// A started agent: its bound addresses and how to stop it.
 #[derive(Debug)]
@@ -92,7 +92,8 @@ impl RunningAgent {
         let otlp = otlp.transpose().map_err(|e| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("--otlp-endpoint: {e}"))
         })?;
-        let traces = agent.config.otlp.as_ref().and_then(OtlpConfig::traces);
+        let name = agent.board().name();
+        let traces = agent.config.otlp.as_ref().and_then(|c| c.traces(name));
         let traces = traces.map(|t| agent.backend.otlp_traces(t)).transpose();
         let traces = traces.map_err(|e| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("OTLP traces: {e}"))

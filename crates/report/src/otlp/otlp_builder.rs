@@ -164,6 +164,39 @@ pub(crate) fn default_resource(name: &str) -> Resource {
         .build()
 }
 
+/// The resource of a program that knows its own name: the SDK's (from `OTEL_SERVICE_NAME`
+/// and `OTEL_RESOURCE_ATTRIBUTES`), with `service.name` = `service` unless the environment
+/// names the service (the SDK's fallback is `unknown_service:<executable>`) and
+/// `service.instance.id` = `instance` unless it sets one. For
+/// [`OtlpBuilder::resource`] and [`TracesBuilder::resource`](super::TracesBuilder::resource).
+///
+/// ```
+/// use opentelemetry::Key;
+///
+/// let resource = livecount_report::otlp::named_resource("my-voice-service", "b1");
+/// let service = resource.get(&Key::new("service.name")).unwrap();
+/// # if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+/// assert_eq!(service.as_str(), "my-voice-service");
+/// # }
+/// ```
+pub fn named_resource(service: &str, instance: &str) -> Resource {
+    let detected = default_resource(instance);
+    let key = opentelemetry::Key::new(names::SERVICE_NAME);
+    let unnamed = detected
+        .get(&key)
+        .is_none_or(|v| v.as_str().starts_with("unknown_service"));
+    if !unnamed {
+        return detected;
+    }
+    let mut builder = Resource::builder_empty();
+    for (k, v) in detected.iter() {
+        builder = builder.with_attribute(KeyValue::new(k.clone(), v.clone()));
+    }
+    builder
+        .with_attribute(KeyValue::new(names::SERVICE_NAME, service.to_owned()))
+        .build()
+}
+
 /// A running OTLP export: [`shutdown`](OtlpHandle::shutdown) sends the last report and
 /// stops it. Dropped without a shutdown, it stops on a thread of its own (the SDK's final
 /// export, bounded), never blocking the dropping task.
