@@ -407,21 +407,20 @@ impl<C: Counter, M> Shared<C, M> {
         //   exists, and `try_acquire` fails on it until `activate` publishes it.
         let slot_ref = unsafe { slot.as_ref() };
         let now = at.unwrap_or_else(|| shared.clock.now_nanos());
-        #[cfg(feature = "tracing")]
-        let span = shared
-            .traced
-            .get()
-            .map(|backend| crate::trace::session_span(slot_ref.next_id(), backend));
         // SAFETY: as above: nobody reads the data of a free slot.
         slot_ref.data.with_mut(|data| unsafe {
             (*data).started = now;
             (*data).metadata = metadata;
-            // An untraced session leaves the empty span its slot was freed with.
-            #[cfg(feature = "tracing")]
-            if let Some(span) = span {
-                (*data).span = span;
-            }
         });
+        // An untraced session keeps the empty span its slot was freed with.
+        #[cfg(feature = "tracing")]
+        if let Some(backend) = shared.traced.get() {
+            let span = crate::trace::session_span(slot_ref.next_id(), backend);
+            // SAFETY: as above.
+            slot_ref
+                .data
+                .with_mut(|data| unsafe { (*data).span = span });
+        }
         slot_ref.last_activity.store(now, StdOrdering::Relaxed);
         slot_ref.life.activate(&shared.tally);
         Ok(slot)
@@ -562,19 +561,46 @@ impl<C: Counter, M> Shared<C, M> {
         let metadata = slot_ref
             .data
             .with_mut(|data| unsafe { (*data).metadata.take() });
-        // The span closes here, with the session's last reference (see `trace`).
+        // The span closes with the session's last reference (see `trace`), on a path of its
+        // own: an untraced session's free moves no span around (a `Span` taken and dropped
+        // here costs the untraced pair a quarter more).
         #[cfg(feature = "tracing")]
         // SAFETY: as above.
-        let span = slot_ref.data.with_mut(|data| unsafe {
-            let span = &mut (*data).span;
-            (!span.is_none()).then(|| std::mem::replace(span, tracing::Span::none()))
-        });
+        if slot_ref
+            .data
+            .with(|data| unsafe { !(*data).span.is_none() })
+        {
+            // SAFETY: this function's contract, passed on.
+            unsafe { Self::free_traced(this, slot, metadata) };
+            return;
+        }
         // SAFETY: the slot counts as a reference to the state; the free list takes it over.
         unsafe { free_list::give(Self::header(this), slot.cast()) };
-        // Last: the caller's `M` may do anything in its `Drop`, even start a session (and a
-        // subscriber anything when the span closes).
+        // Last: the caller's `M` may do anything in its `Drop`, even start a session.
         drop(metadata);
-        #[cfg(feature = "tracing")]
+    }
+
+    /// The end of [`free`](Shared::free) for a slot whose session has a span: the span
+    /// taken, the slot given back, then the metadata and the span dropped (the span closes).
+    ///
+    /// # Safety
+    ///
+    /// As [`free`](Shared::free), which has done everything before giving the slot back.
+    #[cfg(feature = "tracing")]
+    #[cold]
+    #[inline(never)]
+    #[allow(unsafe_code)]
+    unsafe fn free_traced(this: NonNull<Self>, slot: NonNull<Slot<C, M>>, metadata: Option<M>) {
+        // SAFETY: as in `free`: the state is alive and the slot ours until given back.
+        let slot_ref = unsafe { slot.as_ref() };
+        // SAFETY: as in `free`.
+        let span = slot_ref.data.with_mut(|data| unsafe {
+            std::mem::replace(&mut (*data).span, tracing::Span::none())
+        });
+        // SAFETY: as in `free`.
+        unsafe { free_list::give(Self::header(this), slot.cast()) };
+        // Last: `M`'s `Drop` and the subscriber's close may do anything, even start a session.
+        drop(metadata);
         drop(span);
     }
 }
