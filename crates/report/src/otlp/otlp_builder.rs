@@ -168,7 +168,7 @@ pub(crate) fn default_resource(name: &str) -> Resource {
 /// and `OTEL_RESOURCE_ATTRIBUTES`), with `service.name` = `service` unless the environment
 /// names the service (the SDK's fallback is `unknown_service:<executable>`) and
 /// `service.instance.id` = `instance` unless it sets one. For
-/// [`OtlpBuilder::resource`] and [`TracesBuilder::resource`](super::TracesBuilder::resource).
+/// [`OtlpBuilder::resource`] and `TracesBuilder::resource` (feature `otlp-traces`).
 ///
 /// ```
 /// use opentelemetry::Key;
