@@ -565,11 +565,14 @@ impl<C: Counter, M> Shared<C, M> {
         // own: an untraced session's free moves no span around (a `Span` taken and dropped
         // here costs the untraced pair a quarter more).
         #[cfg(feature = "tracing")]
-        // SAFETY: as above.
-        if slot_ref
-            .data
-            .with(|data| unsafe { !(*data).span.is_none() })
-        {
+        let traced = {
+            // SAFETY: as above.
+            slot_ref
+                .data
+                .with(|data| unsafe { !(*data).span.is_none() })
+        };
+        #[cfg(feature = "tracing")]
+        if traced {
             // SAFETY: this function's contract, passed on.
             unsafe { Self::free_traced(this, slot, metadata) };
             return;
