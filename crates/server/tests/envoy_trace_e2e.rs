@@ -29,8 +29,6 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt, stream};
@@ -47,9 +45,9 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 mod common;
 
-use common::Procs;
 use common::envoy::{STEP, admin_get, channel, envoy_log, frame, relay, start_envoy};
 use common::lb::Fleet;
+use common::otlp::{Receiver, num};
 
 /// The config the test runs (and the one `docs/otel.md` shows).
 const TEMPLATE: &str = include_str!("../../../deploy/envoy/envoy-tracing.yaml.in");
@@ -64,101 +62,9 @@ const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
 // === the receiver ===
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The venv's python with grpcio and the OTLP trace protobufs, or a loud panic.
-fn python() -> PathBuf {
-    let python = workspace().join(".tools/venv/bin/python");
-    let ok = Command::new(&python)
-        .args([
-            "-c",
-            "import grpc; from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "{} with grpcio and opentelemetry-proto not found: run scripts/lb_tools.sh",
-        python.display()
-    );
-    python
-}
-
-/// The OTLP receiver on a free loopback port: metrics to `metrics`, spans to `traces`.
-struct Receiver {
-    metrics: PathBuf,
-    traces: PathBuf,
-    port: u16,
-    _procs: Procs,
-}
-
-impl Receiver {
-    fn start(dir: &Path) -> Self {
-        let port_file = dir.join("otlp.port");
-        let (metrics, traces) = (dir.join("metrics.jsonl"), dir.join("traces.jsonl"));
-        let child = Command::new(python())
-            .arg(workspace().join("tests/lb/otlp_receiver.py"))
-            .arg("--port-file")
-            .arg(&port_file)
-            .arg("--out")
-            .arg(&metrics)
-            .arg("--traces-out")
-            .arg(&traces)
-            .args(["--max-seconds", "120"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("python starts");
-        let mut procs = Procs(vec![child]);
-        let start = Instant::now();
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file) {
-                break text.trim().parse().expect("a port");
-            }
-            let exited = procs.0[0].try_wait().unwrap();
-            assert!(exited.is_none(), "the receiver exited: {exited:?}");
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "no receiver port in 20 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Receiver {
-            metrics,
-            traces,
-            port,
-            _procs: procs,
-        }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Every span received so far.
-    fn spans(&self) -> Vec<Span> {
-        lines(&self.traces).iter().flat_map(spans_of).collect()
-    }
-}
-
-/// The JSON lines of `path` (none yet: empty).
-fn lines(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
-}
-
-/// A protobuf JSON number: 64-bit integers come as strings, a zero as nothing; the
-/// receiver sends doubles as strings too (their exact round-trip form).
-fn num(v: &Value) -> f64 {
-    match v {
-        Value::String(s) => s.parse().unwrap(),
-        Value::Number(n) => n.as_f64().unwrap(),
-        Value::Null => 0.0,
-        other => panic!("not a number: {other}"),
-    }
+/// Every span received so far.
+fn spans(receiver: &Receiver) -> Vec<Span> {
+    receiver.traces().iter().flat_map(spans_of).collect()
 }
 
 // === decoded spans ===
@@ -1023,12 +929,12 @@ async fn every_session_span_is_a_child_of_envoys_span_and_tells_what_its_client_
     let requests = SCRIPTS.len() + REFUSED.len();
     wait_until(
         "every request's two spans",
-        || std::future::ready(receiver.spans()),
+        || std::future::ready(spans(&receiver)),
         |spans| spans.len() >= 2 * requests,
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let spans = receiver.spans();
+    let spans = spans(&receiver);
     let by_service = |name: &str| spans.iter().filter(|s| s.service == name).count();
     eprintln!(
         "spans: {} from Envoy, {} from the agents",
@@ -1055,7 +961,7 @@ async fn every_session_span_is_a_child_of_envoys_span_and_tells_what_its_client_
     }
     // Per backend, the spans count what the agent counted; the direct sessions have none
     // (b1's that completed, and each agent's anchor, ended `shutdown`).
-    let mut counted = last_counts(&lines(&receiver.metrics));
+    let mut counted = last_counts(&receiver.metrics());
     for (name, counts) in &mut counted {
         let direct = if name == "b1" { 2 } else { 1 };
         counts.starts -= direct;

@@ -19,8 +19,6 @@
 //! (`scripts/lb_tools.sh`); about 5 s.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use livecount_report::LoadReport;
@@ -30,90 +28,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::Procs;
-
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The venv's python with grpcio and the OTLP protobufs, or a loud panic.
-fn python() -> PathBuf {
-    let python = workspace().join(".tools/venv/bin/python");
-    let ok = Command::new(&python)
-        .args([
-            "-c",
-            "import grpc; from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "{} with grpcio and opentelemetry-proto not found: run scripts/lb_tools.sh",
-        python.display()
-    );
-    python
-}
-
-/// The receiver, started on a free loopback port; killed by PID when the test ends.
-struct Receiver {
-    out: PathBuf,
-    port: u16,
-    _procs: Procs,
-}
-
-impl Receiver {
-    fn start(dir: &Path) -> Self {
-        let (port_file, out) = (dir.join("otlp.port"), dir.join("otlp.jsonl"));
-        let child = Command::new(python())
-            .arg(workspace().join("tests/lb/otlp_receiver.py"))
-            .arg("--port-file")
-            .arg(&port_file)
-            .arg("--out")
-            .arg(&out)
-            .args(["--max-seconds", "120"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("python starts");
-        let mut procs = Procs(vec![child]);
-        let start = Instant::now();
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file) {
-                break text.trim().parse().expect("a port");
-            }
-            let exited = procs.0[0].try_wait().unwrap();
-            assert!(exited.is_none(), "the receiver exited: {exited:?}");
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "no receiver port in 20 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Receiver {
-            out,
-            port,
-            _procs: procs,
-        }
-    }
-
-    /// Every request received so far, decoded.
-    fn requests(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-        text.lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect()
-    }
-}
-
-/// A protobuf JSON number: 64-bit integers come as strings, a zero as nothing; the
-/// receiver sends doubles as strings too (their exact round-trip form, parsed here).
-fn num(v: &Value) -> f64 {
-    match v {
-        Value::String(s) => s.parse().unwrap(),
-        Value::Number(n) => n.as_f64().unwrap(),
-        Value::Null => 0.0,
-        other => panic!("not a number: {other}"),
-    }
-}
+use common::otlp::{Receiver, num};
 
 /// What one request says, in the tracker's terms.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -255,7 +170,7 @@ fn truth(report: &LoadReport) -> Seen {
 async fn wait_for(receiver: &Receiver, want: impl Fn() -> Seen, what: &str) -> usize {
     let start = Instant::now();
     loop {
-        let requests = receiver.requests();
+        let requests = receiver.metrics();
         let last = requests.last().map(seen);
         let want = want();
         if last.as_ref() == Some(&want) {
@@ -281,7 +196,7 @@ async fn the_collector_receives_the_trackers_truth() {
     let dir = std::env::temp_dir().join(format!("livecount-otlp-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let receiver = Receiver::start(&dir);
-    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let endpoint = receiver.endpoint();
     // Reports only at start (the agent's and the publisher's first tick, in either order)
     // and when the test publishes: the publisher's next tick is 30 s away.
     let running = common::agent(&[
@@ -358,11 +273,11 @@ async fn the_collector_receives_the_trackers_truth() {
     let (last, _) = running.drain(std::future::ready(())).await.unwrap();
     assert!(last.draining && last.active == 0);
     assert_eq!(last.ended_by_reason["shutdown"], 3);
-    let received = receiver.requests().len();
+    let received = receiver.metrics().len();
     wait_for(&receiver, || truth(&last), "drained").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
-        receiver.requests().len(),
+        receiver.metrics().len(),
         received,
         "the last export went out before the drain returned, and none after it"
     );
