@@ -59,11 +59,11 @@ pub mod attr {
     pub const TRANSPORT: &str = "livecount.session.transport";
     /// The backend's name, as given to `trace_sessions`.
     pub const BACKEND: &str = "livecount.backend.name";
-    /// How the session ended ([`EndReason::as_str`]), on the span and on [`event::END`](super::event::END).
+    /// How the session ended ([`EndReason::as_str`](crate::EndReason::as_str)), on the span and on [`event::END`](super::event::END).
     pub const END_REASON: &str = "livecount.session.end_reason";
     /// How long the session lasted, seconds (a float), on the span and on [`event::END`](super::event::END).
     pub const DURATION: &str = "livecount.session.duration";
-    /// The phase entered ([`Phase::as_str`]), on [`event::PHASE`](super::event::PHASE).
+    /// The phase entered ([`Phase::as_str`](crate::Phase::as_str)), on [`event::PHASE`](super::event::PHASE).
     pub const PHASE: &str = "livecount.session.phase";
     /// Seconds from the start to the first chunk sent, on [`event::FIRST_CHUNK`](super::event::FIRST_CHUNK).
     pub const TIME_TO_FIRST_CHUNK: &str = "livecount.session.time_to_first_chunk";
