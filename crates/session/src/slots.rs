@@ -70,21 +70,26 @@ pub(crate) struct Slot<C: Counter, M> {
     /// The last activity, as a tracker clock reading (never before the start). `std` atomic,
     /// Relaxed: a hint for the reaper, not part of the ending protocol.
     last_activity: StdAtomicU64,
-    /// Written by the starter before the state word publishes the session; read by
-    /// reference holders; cleared by whoever frees the slot.
-    data: UnsafeCell<Data<M>>,
     index: u32,
     /// Whether `limits` was armed or claimed since the slot was last freed: beside the
     /// lifecycle word, so the free of a session without limits reads no other line.
     limits_dirty: StdAtomicBool,
+    /// Written by the starter before the state word publishes the session; read by
+    /// reference holders; cleared by whoever frees the slot.
+    data: UnsafeCell<Data<M>>,
     /// The limits the tracker's sweeper holds the session to, and its traffic.
     pub(crate) limits: SlotLimits,
 }
 
+#[repr(C)] // what every start and end touches first, the span (traced sessions only) last
 struct Data<M> {
     /// The start, as a tracker clock reading.
     started: u64,
     metadata: Option<M>,
+    /// Whether `span` holds the session's span: the one thing an untraced session's end and
+    /// free read of the tracing state, on the line they touch anyway (the span lies past it).
+    #[cfg(feature = "tracing")]
+    traced: bool,
     /// The session's span (an empty one unless its tracker traces sessions).
     #[cfg(feature = "tracing")]
     span: tracing::Span,
@@ -107,6 +112,8 @@ impl<C: Counter, M> Slot<C, M> {
             data: UnsafeCell::new(Data {
                 started: 0,
                 metadata: None,
+                #[cfg(feature = "tracing")]
+                traced: false,
                 #[cfg(feature = "tracing")]
                 span: tracing::Span::none(),
             }),
@@ -144,6 +151,15 @@ impl<C: Counter, M> Slot<C, M> {
         self.data.with(|data| unsafe { (*data).metadata.as_ref() })
     }
 
+    /// Whether the session has a span (its tracker traced sessions when it started).
+    #[cfg(feature = "tracing")]
+    #[allow(unsafe_code)]
+    #[inline]
+    pub(crate) fn traced(&self) -> bool {
+        // SAFETY: as in `metadata`.
+        self.data.with(|data| unsafe { (*data).traced })
+    }
+
     /// The session's span (empty unless its tracker traces sessions).
     #[cfg(feature = "tracing")]
     #[allow(unsafe_code)]
@@ -168,7 +184,9 @@ impl<C: Counter, M> Slot<C, M> {
             let micros = ended.saturating_sub(self.started()) / 1_000;
             // The winner, and only it, gets here: the trace records the end once.
             #[cfg(feature = "tracing")]
-            crate::trace::ended(self.span(), reason, micros);
+            if self.traced() {
+                crate::trace::ended(self.span(), reason, micros);
+            }
             micros
         })
     }
@@ -417,9 +435,10 @@ impl<C: Counter, M> Shared<C, M> {
         if let Some(backend) = shared.traced.get() {
             let span = crate::trace::session_span(slot_ref.next_id(), backend);
             // SAFETY: as above.
-            slot_ref
-                .data
-                .with_mut(|data| unsafe { (*data).span = span });
+            slot_ref.data.with_mut(|data| unsafe {
+                (*data).span = span;
+                (*data).traced = true;
+            });
         }
         slot_ref.last_activity.store(now, StdOrdering::Relaxed);
         slot_ref.life.activate(&shared.tally);
@@ -565,14 +584,7 @@ impl<C: Counter, M> Shared<C, M> {
         // own: an untraced session's free moves no span around (a `Span` taken and dropped
         // here costs the untraced pair a quarter more).
         #[cfg(feature = "tracing")]
-        let traced = {
-            // SAFETY: as above.
-            slot_ref
-                .data
-                .with(|data| unsafe { !(*data).span.is_none() })
-        };
-        #[cfg(feature = "tracing")]
-        if traced {
+        if slot_ref.traced() {
             // SAFETY: this function's contract, passed on.
             unsafe { Self::free_traced(this, slot, metadata) };
             return;
@@ -598,6 +610,7 @@ impl<C: Counter, M> Shared<C, M> {
         let slot_ref = unsafe { slot.as_ref() };
         // SAFETY: as in `free`.
         let span = slot_ref.data.with_mut(|data| unsafe {
+            (*data).traced = false;
             std::mem::replace(&mut (*data).span, tracing::Span::none())
         });
         // SAFETY: as in `free`.

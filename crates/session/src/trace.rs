@@ -128,18 +128,14 @@ fn on(span: &Span, emit: impl FnOnce()) {
     span.with_subscriber(|(_, dispatch)| tracing::dispatcher::with_default(dispatch, emit));
 }
 
-/// The end, recorded by the one caller that ended the session. Inline, so that the end of
-/// an untraced session pays one test of its empty span and no call.
-#[inline]
-pub(crate) fn ended(span: &Span, reason: EndReason, micros: u64) {
-    if !span.is_disabled() {
-        record_end(span, reason, micros);
-    }
-}
-
+/// The end of a traced session, recorded by the one caller that ended it. Cold: an untraced
+/// session's end tests its slot's `traced` flag and never calls this.
 #[cold]
 #[inline(never)]
-fn record_end(span: &Span, reason: EndReason, micros: u64) {
+pub(crate) fn ended(span: &Span, reason: EndReason, micros: u64) {
+    if span.is_disabled() {
+        return;
+    }
     let seconds = Duration::from_micros(micros).as_secs_f64();
     span.record(attr::END_REASON, reason.as_str());
     span.record(attr::DURATION, seconds);
