@@ -40,6 +40,8 @@ pub(crate) enum Command {
     },
     /// The policy names
     Policies,
+    /// Session-aware against plain policies over fleet sizes; results go to results/sim/sweep/
+    Sweep(SweepOptions),
 }
 
 /// Options of `lbsim run`.
@@ -77,6 +79,73 @@ pub(crate) struct RunOptions {
     /// No progress bar
     #[arg(long = "no-progress", action = ArgAction::SetFalse)]
     pub(crate) progress: bool,
+}
+
+/// Options of `lbsim sweep`.
+#[derive(Debug, Clone, Args)]
+#[command(args_override_self = true)]
+pub(crate) struct SweepOptions {
+    /// Scenario families to scale (each needs `arrivals.target_concurrent`, no per-backend
+    /// events); .toml paths or bundled names
+    #[arg(
+        value_name = "SCENARIO",
+        default_values_t = DEFAULT_FAMILIES.map(String::from)
+    )]
+    pub(crate) scenarios: Vec<String>,
+    /// Concurrent sessions at each point (the fleet scales with them)
+    #[arg(
+        long,
+        value_name = "N[,N...]",
+        value_delimiter = ',',
+        default_values_t = DEFAULT_CONCURRENCY,
+        value_parser = clap::value_parser!(u32).range(1..=10_000_000)
+    )]
+    pub(crate) concurrency: Vec<u32>,
+    /// Seeds per point: each scenario's seed and the ones after it
+    #[arg(long, value_name = "N", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub(crate) seeds: u32,
+    /// Seeds run at once [default: the machine's available parallelism]
+    #[arg(long, value_name = "J", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub(crate) jobs: Option<u32>,
+    /// Cap on each run's arrival window, seconds, from this many concurrent sessions on
+    /// (`SESSIONS=SECONDS`; repeatable) [default: none, every point runs its scenario's]
+    #[arg(long = "duration-from", value_name = "SESSIONS=SECONDS", value_parser = duration_cap)]
+    pub(crate) duration_caps: Vec<(u32, f64)>,
+    /// Where to write the results
+    #[arg(long, value_name = "DIR", default_value = "results/sim/sweep")]
+    pub(crate) out: PathBuf,
+    /// Print the tables only, write no files
+    #[arg(long = "no-write", action = ArgAction::SetFalse)]
+    pub(crate) write: bool,
+    /// No progress bar
+    #[arg(long = "no-progress", action = ArgAction::SetFalse)]
+    pub(crate) progress: bool,
+}
+
+/// The families `lbsim sweep` scales by default: backends that differ, backends that do not
+/// (steady and daily load), and sixteen proxies.
+pub(crate) const DEFAULT_FAMILIES: [&str; 4] = [
+    "heterogeneous_fleet",
+    "long_vs_short",
+    "diurnal",
+    "multi_proxy",
+];
+
+/// The concurrencies `lbsim sweep` runs by default.
+pub(crate) const DEFAULT_CONCURRENCY: [u32; 6] = [100, 300, 1_000, 3_000, 10_000, 20_000];
+
+/// `SESSIONS=SECONDS`, both positive.
+fn duration_cap(s: &str) -> Result<(u32, f64), String> {
+    let (n, secs) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: want SESSIONS=SECONDS"))?;
+    let n: u32 = n.parse().map_err(|e| format!("{n:?}: {e}"))?;
+    let secs: f64 = secs.parse().map_err(|e| format!("{secs:?}: {e}"))?;
+    if n == 0 || !(secs.is_finite() && secs > 0.0) {
+        return Err(format!("{s:?}: both must be positive"));
+    }
+    Ok((n, secs))
 }
 
 #[cfg(test)]
@@ -132,6 +201,36 @@ mod tests {
             assert_eq!(e.exit_code(), 2, "{bad}: a usage error");
             let e = e.to_string();
             assert!(e.contains(names), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn sweep_has_defaults_and_takes_caps() {
+        let Command::Sweep(o) = parse("sweep").unwrap() else {
+            panic!("sweep parses as Sweep");
+        };
+        assert_eq!(o.scenarios, DEFAULT_FAMILIES);
+        assert_eq!(o.concurrency, DEFAULT_CONCURRENCY);
+        assert_eq!((o.seeds, o.write), (20, true));
+        assert!(o.duration_caps.is_empty());
+        let Command::Sweep(o) =
+            parse("sweep diurnal --concurrency 10,20 --duration-from 10000=600 --no-write")
+                .unwrap()
+        else {
+            panic!("sweep parses as Sweep");
+        };
+        assert_eq!(
+            (o.scenarios, o.concurrency),
+            (vec!["diurnal".into()], vec![10, 20])
+        );
+        assert_eq!((o.duration_caps, o.write), (vec![(10_000, 600.0)], false));
+        for bad in [
+            "sweep --concurrency 0",
+            "sweep --seeds 1",
+            "sweep --duration-from 100",
+            "sweep --duration-from 100=-1",
+        ] {
+            assert_eq!(parse(bad).unwrap_err().exit_code(), 2, "{bad}");
         }
     }
 

@@ -7,6 +7,8 @@
 //! lbsim list                 the bundled scenarios
 //! lbsim policies             the policy names
 //! lbsim summary [--dir DIR] [--out FILE]   who wins what, over every results directory
+//! lbsim sweep [SCENARIO…] [--concurrency N[,N…]] [--seeds N] [--jobs J] [--out DIR]
+//!                     session-aware against plain policies over fleet sizes (`sweep`)
 //! ```
 //!
 //! `run` runs seeds SEED, SEED + 1, … (20 unless `--seeds` says otherwise) in parallel and
@@ -32,6 +34,7 @@ use livecount_support::provenance;
 mod cli;
 mod factors;
 mod summary;
+mod sweep;
 
 use cli::{Cli, Command, RunOptions};
 
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         Command::Check { scenarios } => check(&scenarios),
         Command::List => list(),
         Command::Summary { dir, out } => summary::write(&dir, out.as_deref()),
+        Command::Sweep(o) => sweep::run(&o),
         Command::Policies => {
             policy::NAMES.iter().for_each(|n| println!("{n}"));
             Ok(())
@@ -73,7 +77,7 @@ fn bundled_dir() -> PathBuf {
 }
 
 /// A path as given, else a bundled scenario of that name.
-fn resolve(arg: &str) -> PathBuf {
+pub(crate) fn resolve(arg: &str) -> PathBuf {
     let path = PathBuf::from(arg);
     if path.exists() || arg.ends_with(".toml") {
         return path;
@@ -81,7 +85,7 @@ fn resolve(arg: &str) -> PathBuf {
     bundled_dir().join(format!("{arg}.toml"))
 }
 
-fn load(arg: &str) -> Result<Scenario, String> {
+pub(crate) fn load(arg: &str) -> Result<Scenario, String> {
     Scenario::load(resolve(arg)).map_err(|e| e.to_string())
 }
 
@@ -125,11 +129,7 @@ fn run_cmd(o: &RunOptions) -> Result<(), String> {
     let seeds: Vec<u64> = (0..u64::from(o.seeds))
         .map(|k| scenario.seed.wrapping_add(k))
         .collect();
-    let jobs = o.jobs.map_or_else(
-        || std::thread::available_parallelism().map_or(1, usize::from),
-        |j| j as usize,
-    );
-    let result = run_with_progress(&scenario, &policies, &seeds, jobs, o.progress);
+    let result = run_with_progress(&scenario, &policies, &seeds, jobs(o.jobs), o.progress);
     println!("{}", report::comparison_table(&result));
     println!("(seed {}; wall time of one run on one core)", result.seed);
     for p in &result.policies {
@@ -153,6 +153,14 @@ fn run_cmd(o: &RunOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// Seeds run at once: as asked, else the machine's available parallelism.
+pub(crate) fn jobs(asked: Option<u32>) -> usize {
+    asked.map_or_else(
+        || std::thread::available_parallelism().map_or(1, usize::from),
+        |j| j as usize,
+    )
+}
+
 /// Runs every seed (`jobs` at a time), then merges them: the first seed's run with every
 /// metric's mean and interval over all of them.
 fn run_with_progress(
@@ -162,6 +170,23 @@ fn run_with_progress(
     jobs: usize,
     show: bool,
 ) -> ScenarioResult {
+    let runs = run_seeds(scenario, policies, seeds, jobs, show);
+    if runs.len() == 1 {
+        runs.into_iter().next().expect("one run")
+    } else {
+        report::combine(runs)
+    }
+}
+
+/// Runs every seed (`jobs` at a time, a progress bar if `show`): one result per seed, in
+/// the order of `seeds`.
+pub(crate) fn run_seeds(
+    scenario: &Scenario,
+    policies: &[String],
+    seeds: &[u64],
+    jobs: usize,
+    show: bool,
+) -> Vec<ScenarioResult> {
     // With an autoscaler every policy runs once per variant.
     let variants = scenario
         .autoscaler
@@ -206,17 +231,11 @@ fn run_with_progress(
         }
     });
     bar.finish_and_clear();
-    let runs: Vec<ScenarioResult> = runs
-        .into_inner()
+    runs.into_inner()
         .expect("no run panicked holding the lock")
         .into_iter()
         .map(|r| r.expect("every seed ran"))
-        .collect();
-    if runs.len() == 1 {
-        runs.into_iter().next().expect("one run")
-    } else {
-        report::combine(runs)
-    }
+        .collect()
 }
 
 fn meta(path: &Path, o: &RunOptions, commit: String) -> RunMeta {
