@@ -380,8 +380,11 @@ impl Default for Capacity {
 pub struct Balancer {
     /// Independent proxies, each running its own copy of the policy and seeing only the
     /// reports (shared), its own sends and its own open streams; arrivals are spread over
-    /// them in turn, as ECMP or DNS round robin would.
+    /// them in turn, as ECMP or DNS round robin would, or by `proxy_shares`.
     pub proxies: u32,
+    /// Each proxy's share of the arrivals, one per proxy (relative weights), as a DNS or
+    /// anycast spread skews them; empty: equal shares, in turn. See [`Balancer::proxy_of`].
+    pub proxy_shares: Vec<f64>,
     /// Round trip of a probe (Prequal), seconds: the reply describes the backend when the
     /// probe was sent and arrives this long after.
     pub probe_delay_s: f64,
@@ -393,9 +396,48 @@ impl Default for Balancer {
     fn default() -> Self {
         Self {
             proxies: 1,
+            proxy_shares: Vec::new(),
             probe_delay_s: 0.002,
             probe_loss: 0.0,
         }
+    }
+}
+
+impl Balancer {
+    /// The proxy the `id`th arrival (from 0, in arrival order) reaches: in turn, or, with
+    /// `proxy_shares`, the proxy whose slice of the cumulative shares holds the `id`th point
+    /// of the golden-ratio sequence (stateless, so a replay of the same plan sends every
+    /// session to the same proxy; any run of arrivals splits close to the shares). The
+    /// simulator and the testbed both route by it.
+    ///
+    /// ```
+    /// use livecount_sim::Balancer;
+    ///
+    /// let even = Balancer { proxies: 3, ..Balancer::default() };
+    /// assert_eq!((0..6).map(|i| even.proxy_of(i)).collect::<Vec<_>>(), [0, 1, 2, 0, 1, 2]);
+    ///
+    /// let skewed = Balancer { proxies: 2, proxy_shares: vec![3.0, 1.0], ..Balancer::default() };
+    /// let first = (0..1000).filter(|&i| skewed.proxy_of(i) == 0).count();
+    /// assert!((740..=760).contains(&first), "{first}");
+    /// ```
+    pub fn proxy_of(&self, id: u64) -> usize {
+        let proxies = self.proxies.max(1) as usize;
+        if self.proxy_shares.len() != proxies {
+            return (id % proxies as u64) as usize;
+        }
+        // frac(id × (√5 − 1) / 2) in 64-bit fixed point (exact for every id): equidistributed,
+        // and well spread over any window of arrivals.
+        const PHI_2_64: u64 = 0x9E37_79B9_7F4A_7C15;
+        let unit = (id.wrapping_mul(PHI_2_64) >> 11) as f64 / (1u64 << 53) as f64;
+        let point = unit * self.proxy_shares.iter().sum::<f64>();
+        let mut edge = 0.0;
+        for (p, share) in self.proxy_shares.iter().enumerate() {
+            edge += share;
+            if point < edge {
+                return p;
+            }
+        }
+        proxies - 1
     }
 }
 

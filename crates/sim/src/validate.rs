@@ -453,6 +453,18 @@ impl Scenario {
             f64::from(MAX_PROXIES),
             true,
         )?;
+        if !b.proxy_shares.is_empty() {
+            if b.proxy_shares.len() != b.proxies as usize {
+                return Err(c.fail(
+                    "balancer.proxy_shares",
+                    format!("{} shares", b.proxy_shares.len()),
+                    &format!("one per proxy ({})", b.proxies),
+                ));
+            }
+            for s in &b.proxy_shares {
+                c.positive("balancer.proxy_shares", *s, 1e9)?;
+            }
+        }
         c.non_negative("balancer.probe_delay_s", b.probe_delay_s, 10.0)?;
         c.share("balancer.probe_loss", b.probe_loss)
     }

@@ -166,6 +166,8 @@ struct Params {
     naive: bool,
     policy: usize,
     proxies: u32,
+    /// Skewed arrivals over the proxies (shares 1, 2, …) instead of in turn.
+    skewed: bool,
     probe_delay_s: f64,
     probe_loss: f64,
     cost_sigma: f64,
@@ -206,6 +208,7 @@ fn params() -> impl Strategy<Value = Params> {
         prop_oneof![Just(0.0), 0.0..=1.0f64],
         prop_oneof![Just(0.0), 0.0..2.0f64],
         prop_oneof![Just(1.0), 1.0..10.0f64],
+        any::<bool>(),
     );
     (workload, ends_and_reports, rest, balancer).prop_map(|(w, e, r, b)| {
         let (cancel, d, loss, delay_s, interval_s, health_check_s) = e;
@@ -232,6 +235,7 @@ fn params() -> impl Strategy<Value = Params> {
             naive: r.2,
             policy: r.3,
             proxies: b.0,
+            skewed: b.5,
             probe_delay_s: b.1,
             probe_loss: b.2,
             cost_sigma: b.3,
@@ -295,6 +299,10 @@ fn to_toml(p: &Params) -> String {
         "[balancer]\nproxies = {}\nprobe_delay_s = {:?}\nprobe_loss = {:?}",
         p.proxies, p.probe_delay_s, p.probe_loss
     );
+    if p.skewed {
+        let shares: Vec<String> = (1..=p.proxies).map(|i| format!("{i}.0")).collect();
+        let _ = writeln!(t, "proxy_shares = [{}]", shares.join(", "));
+    }
     let _ = writeln!(
         t,
         "[reports]\ninterval_s = {:?}\nwindow_s = {:?}\nloss = {:?}\ndelay_s = {:?}\n\

@@ -351,3 +351,15 @@ fn lbsim_run_writes_json_markdown_and_plots() {
     assert_eq!(result.scenario, "silent_then_speaking");
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+#[test]
+fn proxy_shares_not_one_per_proxy_are_invalid() {
+    let text = format!("{VALID}[balancer]\nproxies = 3\nproxy_shares = [1.0, 2.0]\n");
+    expect_invalid(&text, "balancer.proxy_shares");
+}
+
+#[test]
+fn a_proxy_share_of_zero_is_invalid() {
+    let text = format!("{VALID}[balancer]\nproxies = 2\nproxy_shares = [1.0, 0.0]\n");
+    expect_invalid(&text, "balancer.proxy_shares");
+}

@@ -356,7 +356,7 @@ impl<'a> Engine<'a> {
         let mut rng = SimRng::derive(self.sc.seed, STREAM_SESSIONS + id);
         let plan = SessionPlan::draw(self.sc, &mut rng);
         self.collector.summary.arrivals += 1;
-        let p = (id % self.proxies.len() as u64) as usize;
+        let p = self.sc.balancer.proxy_of(id);
         self.route(p, plan, rng);
     }
 
@@ -480,6 +480,32 @@ mod tests {
     /// Forgets every scheduled event, so a test sees only what it causes.
     pub(super) fn drain_queue(e: &mut Engine<'_>) {
         while e.queue.pop().is_some() {}
+    }
+
+    /// Arrivals reach the proxies by the scenario's shares: proxy 0 of shares 3 : 1 carries
+    /// three streams in four.
+    #[test]
+    fn arrivals_reach_the_proxies_by_their_shares() {
+        let sc = scenario(
+            "[[backends]]\ncount = 3\nmax_sessions = 1000\n\
+             [balancer]\nproxies = 2\nproxy_shares = [3.0, 1.0]",
+        );
+        let mut e = engine(&sc, "least_request");
+        drain_queue(&mut e);
+        for _ in 0..400 {
+            e.admit();
+        }
+        let open: Vec<u64> = e
+            .proxies
+            .iter()
+            .map(|p| p.views.iter().map(|v| v.open).sum())
+            .collect();
+        assert_eq!(
+            open.iter().sum::<u64>(),
+            400,
+            "every arrival placed: {open:?}"
+        );
+        assert!((290..=310).contains(&open[0]), "{open:?}");
     }
 
     /// The loop runs a whole scenario to its drain: every arrival placed, every session
