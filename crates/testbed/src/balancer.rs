@@ -16,6 +16,10 @@ const ENVOY_LEAST_REQUEST: &str = include_str!("../../../deploy/envoy/envoy-leas
 /// HAProxy over HTTP/2 (gRPC).
 const HAPROXY: &str = include_str!("../configs/haproxy-grpc.cfg.in");
 
+/// The most instances of one balancer a run starts (Envoy base ids are reserved per
+/// balancer for this many).
+pub const MAX_INSTANCES: u32 = 16;
+
 /// A balancer the testbed can put in front of the agents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum Balancer {
@@ -141,17 +145,24 @@ impl Tools {
     }
 }
 
-/// Renders `balancer`'s configuration for `fleet` and starts it; waits (up to 10 s) until
-/// its front port accepts connections and every backend is in rotation for 2 s (Envoy's
-/// health checks and HAProxy's checks run every 0.5 s).
-pub async fn start(balancer: Balancer, fleet: &Fleet, tools: &Tools) -> Result<Running, String> {
+/// Renders `balancer`'s configuration for `fleet` and starts instance `instance` of it (one
+/// of several independent proxies over the same fleet: its own process, port and counts);
+/// waits (up to 10 s) until its front port accepts connections and every backend is in
+/// rotation for 2 s (Envoy's health checks and HAProxy's checks run every 0.5 s).
+pub async fn start(
+    balancer: Balancer,
+    instance: u32,
+    fleet: &Fleet,
+    tools: &Tools,
+) -> Result<Running, String> {
     let front = free_port();
-    let log = fleet.dir.join(format!("{}.log", balancer.name()));
+    let name = format!("{}-{instance}", balancer.name());
+    let log = fleet.dir.join(format!("{name}.log"));
     let config = render(balancer, fleet, front);
     let file = fleet.dir.join(if balancer.is_envoy() {
-        format!("{}.yaml", balancer.name())
+        format!("{name}.yaml")
     } else {
-        format!("{}.cfg", balancer.name())
+        format!("{name}.cfg")
     });
     std::fs::write(&file, &config).map_err(|e| format!("{}: {e}", file.display()))?;
     let stderr = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
@@ -163,8 +174,11 @@ pub async fn start(balancer: Balancer, fleet: &Fleet, tools: &Tools) -> Result<R
             ));
         }
         let mut c = Command::new(&tools.envoy);
-        // A base id of our own: shared-memory names never meet another Envoy's.
-        let base_id = std::process::id() % 100_000 * 8 + balancer as u32;
+        // A base id of our own: shared-memory names never meet another Envoy's (this
+        // process's, another balancer's or another instance's).
+        let base_id = std::process::id() % 10_000 * 256
+            + balancer as u32 * MAX_INSTANCES
+            + instance % MAX_INSTANCES;
         c.arg("-c")
             .arg(&file)
             .args(["--concurrency", "1", "--base-id", &base_id.to_string()])

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use livecount_sim::{PolicyResult, Scenario};
 use livecount_support::provenance;
-use livecount_testbed::balancer::{Balancer, Tools};
+use livecount_testbed::balancer::{Balancer, MAX_INSTANCES, Tools};
 use livecount_testbed::compare::{self, Metric, Side};
 use livecount_testbed::report::{self, Comparison};
 use livecount_testbed::run::{self, Setup};
@@ -22,6 +22,11 @@ struct Args {
     /// Balancers to run, in order [default: all]
     #[arg(long = "balancer", value_enum)]
     balancers: Vec<Balancer>,
+    /// Independent instances of each balancer, 1..=16 (sessions spread over them as the
+    /// simulator spreads them over its proxies) [default: the scenario's balancer.proxies];
+    /// results go to SCENARIO_pN/
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_INSTANCES)))]
+    proxies: Option<u32>,
     /// Testbed runs per balancer (seeds: the scenario's, +1, …), 1..=20
     #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=20))]
     repeats: u32,
@@ -60,7 +65,24 @@ async fn main() -> ExitCode {
 }
 
 async fn main_(args: Args) -> Result<bool, String> {
-    let scenario = Scenario::load(&args.scenario).map_err(|e| e.to_string())?;
+    let mut scenario = Scenario::load(&args.scenario).map_err(|e| e.to_string())?;
+    if let Some(n) = args.proxies {
+        let shares = scenario.balancer.proxy_shares.len();
+        if shares != 0 && shares != n as usize {
+            return Err(format!(
+                "--proxies {n}: the scenario's balancer.proxy_shares names {shares} proxies"
+            ));
+        }
+        scenario.balancer.proxies = n;
+        scenario.name = format!("{}_p{n}", scenario.name);
+    }
+    if scenario.balancer.proxies > MAX_INSTANCES {
+        return Err(format!(
+            "{}: balancer.proxies = {}, the testbed starts at most {MAX_INSTANCES} instances",
+            args.scenario.display(),
+            scenario.balancer.proxies
+        ));
+    }
     if args.sim_seeds < args.repeats {
         return Err(format!(
             "--sim-seeds {} is below --repeats {}: the simulator runs at least the testbed's seeds",
@@ -206,6 +228,9 @@ fn command_line(args: &Args) -> String {
             clap::ValueEnum::to_possible_value(b)
                 .map_or(String::new(), |v| v.get_name().to_owned())
         );
+    }
+    if let Some(n) = args.proxies {
+        c += &format!(" --proxies {n}");
     }
     c += &format!(
         " --repeats {} --sim-seeds {} --core-scale {}",

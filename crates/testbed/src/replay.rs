@@ -50,15 +50,29 @@ pub enum End {
     Dropped(String),
 }
 
-/// Plays `plan` through the balancer at `front`; returns one outcome per session, in plan
-/// order, once the last one has ended.
-pub async fn replay(front: SocketAddr, plan: &[PlannedSession], scaling: &Scaling) -> Vec<Outcome> {
+/// Plays `plan` through the balancer instances at `fronts`, each session through the one
+/// the simulator sends it to (`tier`'s [`proxy_of`](livecount_sim::Balancer::proxy_of): in
+/// turn, or by its shares); returns one outcome per session, in plan order, once the last
+/// one has ended.
+pub async fn replay(
+    fronts: &[SocketAddr],
+    tier: &livecount_sim::Balancer,
+    plan: &[PlannedSession],
+    scaling: &Scaling,
+) -> Vec<Outcome> {
+    assert_eq!(
+        fronts.len(),
+        tier.proxies.max(1) as usize,
+        "one front per proxy"
+    );
     let start = Instant::now();
     let pacing = Arc::new(scaling.clone());
     let tasks: Vec<_> = plan
         .iter()
         .cloned()
-        .map(|session| {
+        .enumerate()
+        .map(|(id, session)| {
+            let front = fronts[tier.proxy_of(id as u64)];
             let pacing = Arc::clone(&pacing);
             tokio::spawn(async move {
                 let arrival = start + Duration::from_secs_f64(session.at_s);

@@ -119,6 +119,28 @@ fn markdown(scenario: &Scenario, scaling: &Scaling, c: &Comparison, command: &st
         scenario.sessions.speaking_cost,
         c.runs.first().map_or(0, |r| r.measured.arrivals),
     );
+    let tier = &scenario.balancer;
+    if tier.proxies > 1 {
+        let spread = if tier.proxy_shares.is_empty() {
+            "in turn".to_owned()
+        } else {
+            format!(
+                "by shares {} (`lbsim`'s `balancer.proxy_shares`)",
+                tier.proxy_shares
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" : ")
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{} independent instances of each balancer, each its own process with its own \
+             counts, in front of the same backends; the sessions are spread over them {spread}, \
+             session for session as the simulator spreads them over its {} proxies.\n",
+            tier.proxies, tier.proxies
+        );
+    }
     let _ = writeln!(out, "## Side by side\n");
     let _ = writeln!(
         out,

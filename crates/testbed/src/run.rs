@@ -1,5 +1,6 @@
-//! One testbed run: a fresh fleet, one balancer in front, the workload replayed through
-//! it, the backends watched throughout, and their counts checked at the end.
+//! One testbed run: a fresh fleet, one balancer in front (as many independent instances of
+//! it as the scenario has proxies), the workload replayed through it, the backends watched
+//! throughout, and their counts checked at the end.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -77,22 +78,33 @@ pub async fn run(
     let mut fleet = Fleet::start(&setup.agent, &shapes, &scaling, &dir).await?;
     let cgroup = fleet.cgroup_flavour();
     let idle = idle_utilisation(&fleet).await;
-    let mut lb = balancer::start(balancer, &fleet, &setup.tools).await?;
-    let front = SocketAddr::from(([127, 0, 0, 1], lb.front));
+    // Independent instances over the same fleet, each counting only its own streams.
+    let mut lbs = Vec::new();
+    for instance in 0..scenario.balancer.proxies {
+        lbs.push(balancer::start(balancer, instance, &fleet, &setup.tools).await?);
+    }
+    let fronts: Vec<SocketAddr> = lbs
+        .iter()
+        .map(|lb| SocketAddr::from(([127, 0, 0, 1], lb.front)))
+        .collect();
     let addrs: Vec<String> = fleet.backends.iter().map(|b| b.http_addr()).collect();
     let zero = Instant::now() + Duration::from_millis(500);
     let (samples, poller) = timeline::record(addrs, zero);
     let cpu_before = fleet.cpu_seconds();
     tokio::time::sleep_until(zero).await;
-    let outcomes = replay(front, &plan, &scaling).await;
+    let outcomes = replay(&fronts, &scenario.balancer, &plan, &scaling).await;
     let wall = zero.elapsed().as_secs_f64();
     let cpu_after = fleet.cpu_seconds();
-    let running = lb.running().and(fleet.all_running());
+    let running = lbs
+        .iter_mut()
+        .try_for_each(|lb| lb.running())
+        .and(fleet.all_running());
     let final_counts = settle(&fleet).await;
     poller.abort();
     running?;
-    let config = std::mem::take(&mut lb.config);
-    drop(lb);
+    // The instances differ only in their ports: the first one's stands for all.
+    let config = std::mem::take(&mut lbs[0].config);
+    drop(lbs);
     let samples = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let cpu: f64 = cpu_after.iter().zip(&cpu_before).map(|(a, b)| a - b).sum();
     let sizes: Vec<f64> = shapes.iter().map(|s| s.size).collect();

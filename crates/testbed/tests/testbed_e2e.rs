@@ -69,3 +69,16 @@ fn homogeneous_long_short_ranking_agrees() {
         &["haproxy-round-robin", "envoy-least-request"],
     );
 }
+
+/// Four independent HAProxy instances over backends of 1 and 2 cores, the sessions spread
+/// over them in turn: each `leastconn` instance counts only the streams it placed, while
+/// agent-check reads every backend's own report, the same for all four. The simulator puts
+/// per-proxy least connections far above the reported headroom on overloaded assignments.
+#[test]
+#[ignore = "needs root (CPU cgroups) and HAProxy; run by scripts/test.sh with the end-to-end tests"]
+fn multi_proxy_ranking_agrees() {
+    check(
+        "multi_proxy_check",
+        &["haproxy-leastconn", "haproxy-agent-check"],
+    );
+}
