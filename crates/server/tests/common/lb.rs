@@ -106,18 +106,31 @@ impl Fleet {
     /// Starts backend `i`'s agent on its ports, its stderr to its `log`.
     fn spawn(&self, i: usize) -> Child {
         let b = &self.backends[i];
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_livecount-agent"));
-        cmd.args(["serve", "--name", &b.name])
-            .args(["--http", &format!("127.0.0.1:{}", b.http)])
-            .args(["--grpc", &format!("127.0.0.1:{}", b.grpc)])
+        let mut cmd = agent_command(&b.name, b.http, &b.log);
+        cmd.args(["--grpc", &format!("127.0.0.1:{}", b.grpc)])
             .args(["--agent-check", &format!("127.0.0.1:{}", b.agent_check)])
-            .args(["--cores", "1", "--work-ms", "1", "--report-secs", "0.5"])
-            .args(&self.extra)
-            .stderr(std::fs::File::create(&b.log).unwrap());
+            .args(&self.extra);
         if i == self.hot {
             cmd.args(["--background-load", "0.9"]);
         }
         cmd.spawn().expect("livecount-agent starts")
+    }
+
+    /// Starts one more agent beside the backends (not one of them: no gRPC or agent-check
+    /// listener, not in [`loads`](Fleet::loads) or the timeline), as the fleet's are but
+    /// with `extra` options instead of the fleet's, its stderr to `<name>.log`; it is
+    /// killed with the fleet. Returns its HTTP address once its `/load` answers.
+    pub(crate) async fn start_extra(&mut self, name: &str, extra: &[&str]) -> String {
+        let http = free_port();
+        let log = self.dir.join(format!("{name}.log"));
+        let child = agent_command(name, http, &log)
+            .args(extra)
+            .spawn()
+            .expect("livecount-agent starts");
+        self.procs.0.push(child);
+        let addr = format!("127.0.0.1:{http}");
+        load_of(&addr).await;
+        addr
     }
 
     /// Starts backend `i` again after it exited (a rolling restart's second half): the
@@ -184,22 +197,7 @@ impl Fleet {
     pub(crate) async fn settled(&self, running: &[usize]) -> Vec<LoadReport> {
         let mut out = Vec::new();
         for &i in running {
-            let addr = self.backends[i].http_addr();
-            let mut last = load_of(&addr).await;
-            for _ in 0..100 {
-                if last.active == 0 && last.started == last.ended {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                last = load_of(&addr).await;
-            }
-            assert_eq!(last.active, 0, "{}: {last:?}", self.backends[i].name);
-            assert_eq!(
-                last.started, last.ended,
-                "{}: {last:?}",
-                self.backends[i].name
-            );
-            out.push(last);
+            out.push(settled_at(&self.backends[i].http_addr()).await);
         }
         out
     }
@@ -224,6 +222,12 @@ impl Fleet {
     /// exit status and the last line of its log.
     pub(crate) async fn sigterm(&mut self, i: usize) -> (ExitStatus, String) {
         self.send_sigterm(i);
+        self.wait_exit(i).await
+    }
+
+    /// Waits (up to 10 s) for backend `i`, already sent SIGTERM, to exit; returns its exit
+    /// status and the last line of its log. (A second SIGTERM would cut its drain short.)
+    pub(crate) async fn wait_exit(&mut self, i: usize) -> (ExitStatus, String) {
         for _ in 0..100 {
             if let Some(status) = self.procs.0[i].try_wait().unwrap() {
                 let log = std::fs::read_to_string(&self.backends[i].log).unwrap();
@@ -257,6 +261,31 @@ impl Drop for Fleet {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `livecount-agent serve` as a fleet's agent: `name`, HTTP on loopback port `http`,
+/// `--cores 1 --work-ms 1`, reports every 0.5 s, stderr to `log`.
+fn agent_command(name: &str, http: u16, log: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_livecount-agent"));
+    cmd.args(["serve", "--name", name])
+        .args(["--http", &format!("127.0.0.1:{http}")])
+        .args(["--cores", "1", "--work-ms", "1", "--report-secs", "0.5"])
+        .stderr(std::fs::File::create(log).unwrap());
+    cmd
+}
+
+/// Waits (up to 10 s) until the agent at `addr` is at active 0 with started = ended, and
+/// returns its report; panics with the last report otherwise.
+pub(crate) async fn settled_at(addr: &str) -> LoadReport {
+    let mut last = load_of(addr).await;
+    for _ in 0..100 {
+        if last.active == 0 && last.started == last.ended {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        last = load_of(addr).await;
+    }
+    panic!("{addr} never settled at active 0, started = ended: {last:?}");
 }
 
 /// The report at `addr`'s `/load`, retried for up to 10 s.
