@@ -76,13 +76,6 @@ async fn main_(args: Args) -> Result<bool, String> {
         scenario.balancer.proxies = n;
         scenario.name = format!("{}_p{n}", scenario.name);
     }
-    if scenario.balancer.proxies > MAX_INSTANCES {
-        return Err(format!(
-            "{}: balancer.proxies = {}, the testbed starts at most {MAX_INSTANCES} instances",
-            args.scenario.display(),
-            scenario.balancer.proxies
-        ));
-    }
     if args.sim_seeds < args.repeats {
         return Err(format!(
             "--sim-seeds {} is below --repeats {}: the simulator runs at least the testbed's seeds",

@@ -14,7 +14,8 @@ pub const WORK_MS: u64 = 1;
 /// The agents' maximum session length is the scenario's plus this.
 pub const MAX_SESSION_SLACK_S: f64 = 2.0;
 
-/// What the testbed does not replay: backend-side events and a tier of several proxies.
+/// What the testbed does not replay: backend-side events, and more proxies than it starts
+/// instances of a balancer.
 fn unsupported(s: &Scenario) -> Option<&'static str> {
     if !s.failures.is_empty() {
         Some("failures")
@@ -26,8 +27,8 @@ fn unsupported(s: &Scenario) -> Option<&'static str> {
         Some("reports.stale")
     } else if s.reports.loss > 0.0 {
         Some("reports.loss")
-    } else if s.balancer.proxies != 1 {
-        Some("balancer.proxies other than 1")
+    } else if s.balancer.proxies > crate::balancer::MAX_INSTANCES {
+        Some("balancer.proxies above 16 (instances of one balancer)")
     } else if s.sessions.cost_sigma > 0.0 {
         Some("sessions.cost_sigma")
     } else if s.sessions.idle_cost > 0.0 {
