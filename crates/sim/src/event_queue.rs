@@ -47,6 +47,8 @@ pub(crate) enum Event {
     /// A client cut by a restart or a scale-in comes back (index into the engine's
     /// pending reconnects).
     Reconnect(u32),
+    /// A proxy restarts (index into the scenario's reloads).
+    Reload(u32),
     /// The autoscaler's controller syncs.
     AutoscaleSync,
     /// A backend the autoscaler started is ready.

@@ -94,7 +94,7 @@ pub use autoscaler::{Autoscaler, ScaleIn, Signal, Variant};
 pub use engine::{run, run_policy, run_variant};
 pub use scenario::{
     Arrivals, BackendGroup, Balancer, Capacity, CounterKind, Cpu, DurationDist, Failure, Latency,
-    Pattern, Reports, RestartMode, RollingRestart, Scenario, Sessions, Stale, Wave,
+    Pattern, Reload, Reports, RestartMode, RollingRestart, Scenario, Sessions, Stale, Wave,
 };
 pub use scenario_error::ScenarioError;
 pub use sim_result::{

@@ -385,6 +385,9 @@ pub struct Balancer {
     /// Each proxy's share of the arrivals, one per proxy (relative weights), as a DNS or
     /// anycast spread skews them; empty: equal shares, in turn. See [`Balancer::proxy_of`].
     pub proxy_shares: Vec<f64>,
+    /// Proxies restarted mid-run (a HAProxy reload, an Envoy hot restart, `nginx -s
+    /// reload`): see [`Reload`].
+    pub reloads: Vec<Reload>,
     /// Round trip of a probe (Prequal), seconds: the reply describes the backend when the
     /// probe was sent and arrives this long after.
     pub probe_delay_s: f64,
@@ -397,6 +400,7 @@ impl Default for Balancer {
         Self {
             proxies: 1,
             proxy_shares: Vec::new(),
+            reloads: Vec::new(),
             probe_delay_s: 0.002,
             probe_loss: 0.0,
         }
@@ -439,6 +443,19 @@ impl Balancer {
         }
         proxies - 1
     }
+}
+
+/// A proxy that restarts at `at_s`: its policy starts over, it knows of no report, and its
+/// own count of open streams starts from zero while the streams its old process placed stay
+/// open on the backends (they end unseen by the new one), as a real proxy's reload leaves
+/// its old process serving them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reload {
+    /// The proxy (from 0).
+    pub proxy: u32,
+    /// When, seconds from the start.
+    pub at_s: f64,
 }
 
 /// A backend that dies at `at_s` and, with `down_for_s`, comes back empty.

@@ -10,6 +10,8 @@ const MAX_BACKENDS: usize = 100_000;
 const MAX_DURATION_S: f64 = 30.0 * 86_400.0;
 /// Most proxies in the balancing tier (each holds a view of every backend).
 const MAX_PROXIES: u32 = 1024;
+/// Most proxy reloads in one run (a session records its proxy's reload count in 16 bits).
+const MAX_RELOADS: usize = 1000;
 
 struct Checker<'a> {
     file: &'a str,
@@ -464,6 +466,23 @@ impl Scenario {
             for s in &b.proxy_shares {
                 c.positive("balancer.proxy_shares", *s, 1e9)?;
             }
+        }
+        if b.reloads.len() > MAX_RELOADS {
+            return Err(c.fail(
+                "balancer.reloads",
+                b.reloads.len(),
+                &format!("at most {MAX_RELOADS}"),
+            ));
+        }
+        for r in &b.reloads {
+            if r.proxy >= b.proxies {
+                return Err(c.fail(
+                    "balancer.reloads.proxy",
+                    r.proxy,
+                    &format!("a proxy, 0..{}", b.proxies),
+                ));
+            }
+            c.non_negative("balancer.reloads.at_s", r.at_s, self.duration_s)?;
         }
         c.non_negative("balancer.probe_delay_s", b.probe_delay_s, 10.0)?;
         c.share("balancer.probe_loss", b.probe_loss)

@@ -168,6 +168,8 @@ struct Params {
     proxies: u32,
     /// Skewed arrivals over the proxies (shares 1, 2, …) instead of in turn.
     skewed: bool,
+    /// A reload of the last proxy at this fraction of the run.
+    reload_at: Option<f64>,
     probe_delay_s: f64,
     probe_loss: f64,
     cost_sigma: f64,
@@ -209,6 +211,7 @@ fn params() -> impl Strategy<Value = Params> {
         prop_oneof![Just(0.0), 0.0..2.0f64],
         prop_oneof![Just(1.0), 1.0..10.0f64],
         any::<bool>(),
+        prop::option::of(0.0..1.0f64),
     );
     (workload, ends_and_reports, rest, balancer).prop_map(|(w, e, r, b)| {
         let (cancel, d, loss, delay_s, interval_s, health_check_s) = e;
@@ -236,6 +239,7 @@ fn params() -> impl Strategy<Value = Params> {
             policy: r.3,
             proxies: b.0,
             skewed: b.5,
+            reload_at: b.6,
             probe_delay_s: b.1,
             probe_loss: b.2,
             cost_sigma: b.3,
@@ -299,6 +303,15 @@ fn to_toml(p: &Params) -> String {
         "[balancer]\nproxies = {}\nprobe_delay_s = {:?}\nprobe_loss = {:?}",
         p.proxies, p.probe_delay_s, p.probe_loss
     );
+    if let Some(at) = p.reload_at {
+        // The last proxy restarts part-way (a fraction of the run, so always in range).
+        let _ = writeln!(
+            t,
+            "reloads = [{{ proxy = {}, at_s = {:?} }}]",
+            p.proxies - 1,
+            at * p.duration_s
+        );
+    }
     if p.skewed {
         let shares: Vec<String> = (1..=p.proxies).map(|i| format!("{i}.0")).collect();
         let _ = writeln!(t, "proxy_shares = [{}]", shares.join(", "));

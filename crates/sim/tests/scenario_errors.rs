@@ -363,3 +363,9 @@ fn a_proxy_share_of_zero_is_invalid() {
     let text = format!("{VALID}[balancer]\nproxies = 2\nproxy_shares = [1.0, 0.0]\n");
     expect_invalid(&text, "balancer.proxy_shares");
 }
+
+#[test]
+fn a_reload_of_a_proxy_out_of_range_is_invalid() {
+    let text = format!("{VALID}[balancer]\nproxies = 2\nreloads = [{{ proxy = 2, at_s = 1.0 }}]\n");
+    expect_invalid(&text, "balancer.reloads.proxy");
+}

@@ -61,8 +61,9 @@ struct Live {
     /// occupant is ignored.
     generation: u32,
     backend: u32,
-    /// The proxy that sent it.
-    proxy: u32,
+    /// The proxy that sent it, and that proxy's reload count then.
+    proxy: u16,
+    epoch: u16,
     /// Its costs' multiplier (the plan's, rounded once to `f32`: added and taken away
     /// as the same value).
     weight: f32,
@@ -84,6 +85,8 @@ const _: () = assert!(
 #[derive(Debug)]
 struct Engine<'a> {
     sc: &'a Scenario,
+    /// The policy's name (a reloaded proxy builds a fresh one).
+    policy_name: String,
     costs: (f64, f64),
     queue: EventQueue,
     backends: Vec<Backend>,
@@ -143,6 +146,7 @@ impl<'a> Engine<'a> {
                 policy: policy::by_name(name, sc)
                     .unwrap_or_else(|| panic!("unknown policy {name:?}")),
                 views: views.clone(),
+                epoch: 0,
             })
             .collect();
         let observes_latency = proxies[0].policy.observes_latency();
@@ -153,6 +157,7 @@ impl<'a> Engine<'a> {
         }
         let mut e = Self {
             sc,
+            policy_name: name.to_owned(),
             costs: (sc.sessions.idle_cost, sc.sessions.speaking_cost),
             queue: EventQueue::default(),
             backends,
@@ -228,6 +233,30 @@ impl<'a> Engine<'a> {
         }
         if let Some(r) = &sc.rolling_restart {
             self.queue.push(r.start_s, Event::Restart(0));
+        }
+        for (i, r) in sc.balancer.reloads.iter().enumerate() {
+            self.queue.push(r.at_s, Event::Reload(i as u32));
+        }
+    }
+
+    /// The scenario's `i`th reload: its proxy starts over (a fresh policy, no reports, no
+    /// streams of its own) while the streams it placed stay open on the backends.
+    fn reload(&mut self, i: usize) {
+        let (p, now) = (self.sc.balancer.reloads[i].proxy as usize, self.now);
+        let proxy = &mut self.proxies[p];
+        proxy.epoch = proxy.epoch.wrapping_add(1);
+        proxy.policy = policy::by_name(&self.policy_name, self.sc)
+            .unwrap_or_else(|| panic!("unknown policy {:?}", self.policy_name));
+        for view in &mut proxy.views {
+            view.open = 0;
+            view.sent_since_report = 0;
+            view.report = None;
+        }
+        for b in 0..proxy.views.len() {
+            if proxy.views[b].alive {
+                proxy.policy.on_backend_up(b, now);
+            }
+            proxy.touched(b, now, &mut self.policy_rng);
         }
     }
 
@@ -330,6 +359,7 @@ impl<'a> Engine<'a> {
             Event::Reconnect(slot) => self.reconnect(slot),
             Event::AutoscaleSync => self.autoscale_sync(),
             Event::Ready(b) => self.backend_ready(b as usize),
+            Event::Reload(i) => self.reload(i as usize),
         }
     }
 
@@ -506,6 +536,62 @@ mod tests {
             "every arrival placed: {open:?}"
         );
         assert!((290..=310).contains(&open[0]), "{open:?}");
+    }
+
+    /// A reloaded proxy counts from zero: the streams its old process placed stay open on
+    /// the backends and end there unseen by the new one, whose count is its own streams only.
+    #[test]
+    fn a_reloaded_proxy_counts_only_its_own_streams() {
+        let sc = scenario(
+            "[[backends]]\ncount = 3\nmax_sessions = 1000\n\
+             [balancer]\nproxies = 2\nreloads = [{ proxy = 0, at_s = 1.0 }]",
+        );
+        let mut e = engine(&sc, "least_request_bias");
+        drain_queue(&mut e);
+        for _ in 0..40 {
+            e.admit();
+        }
+        let counted =
+            |e: &Engine<'_>, p: usize| -> u64 { e.proxies[p].views.iter().map(|v| v.open).sum() };
+        assert_eq!((counted(&e, 0), counted(&e, 1)), (20, 20));
+        e.reload(0);
+        assert_eq!(
+            (counted(&e, 0), counted(&e, 1)),
+            (0, 20),
+            "proxy 0 starts over"
+        );
+        assert_eq!(
+            e.collector.open(),
+            40,
+            "the old process's streams stay open"
+        );
+        assert!(e.proxies[0].views.iter().all(|v| v.report.is_none()));
+        for _ in 0..4 {
+            e.admit();
+        }
+        assert_eq!((counted(&e, 0), counted(&e, 1)), (2, 22));
+        let old = (0..40u32)
+            .find(|&id| e.sessions[id as usize].proxy == 0)
+            .expect("proxy 0 placed some");
+        e.end(old, crate::session_plan::EndReason::Completed);
+        assert_eq!(
+            counted(&e, 0),
+            2,
+            "an old stream's end is not the new process's"
+        );
+        let new = (40..44u32)
+            .find(|&id| e.sessions[id as usize].proxy == 0)
+            .expect("proxy 0 placed some after its reload");
+        e.end(new, crate::session_plan::EndReason::Completed);
+        assert_eq!(counted(&e, 0), 1);
+        // A whole run with reloads ends with every proxy's count at zero (`finish` checks).
+        let sc = scenario(
+            "[balancer]\nproxies = 2\nreloads = [{ proxy = 1, at_s = 10.0 }, { proxy = 1, at_s = 30.0 }]",
+        );
+        let mut e = engine(&sc, "least_request_bias");
+        e.run(&mut |_| {});
+        assert!(e.done());
+        let _ = e.finish();
     }
 
     /// The loop runs a whole scenario to its drain: every arrival placed, every session

@@ -9,6 +9,9 @@ use crate::policy::{BackendView, Policy};
 pub(super) struct Proxy {
     pub(super) policy: Box<dyn Policy>,
     pub(super) views: Vec<BackendView>,
+    /// Reloads so far: a session placed before the last one is the old process's, and
+    /// its end is not this one's to count.
+    pub(super) epoch: u16,
 }
 
 impl Proxy {
@@ -57,6 +60,7 @@ mod tests {
         Proxy {
             policy: crate::policy::by_name("least_request", &sc).unwrap(),
             views: vec![view; 2],
+            epoch: 0,
         }
     }
 

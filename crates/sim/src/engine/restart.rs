@@ -140,7 +140,7 @@ impl Engine<'_> {
             weight: f64::from(s.weight),
         };
         let slot = self.reconnects.put(Reconnect {
-            proxy: s.proxy,
+            proxy: u32::from(s.proxy),
             plan,
             rng: s.rng.clone(),
         });

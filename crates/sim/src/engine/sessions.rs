@@ -72,7 +72,8 @@ impl Engine<'_> {
         let live = Live {
             generation,
             backend: b as u32,
-            proxy: p as u32,
+            proxy: p as u16,
+            epoch: self.proxies[p].epoch,
             weight,
             open: true,
             short: plan.short,
@@ -94,7 +95,7 @@ impl Engine<'_> {
         assert!(s.open, "session {id} ended twice");
         s.open = false;
         let (b, speaking) = (s.backend as usize, s.speaking);
-        let (p, weight) = (s.proxy as usize, f64::from(s.weight));
+        let (p, epoch, weight) = (s.proxy as usize, s.epoch, f64::from(s.weight));
         let backend = &mut self.backends[b];
         backend.open -= 1;
         backend.tracked -= 1;
@@ -108,8 +109,12 @@ impl Engine<'_> {
         backend.refresh(self.now, &self.sc.cpu, self.costs, self.waves > 0);
         self.collector.ended(reason);
         let proxy = &mut self.proxies[p];
-        proxy.views[b].open -= 1;
-        proxy.touched(b, self.now, &mut self.policy_rng);
+        // A stream the proxy's process before its last reload placed: that process served
+        // it to its end, and the new one never counted it.
+        if proxy.epoch == epoch {
+            proxy.views[b].open -= 1;
+            proxy.touched(b, self.now, &mut self.policy_rng);
+        }
         self.free_sessions.push(id);
     }
 
