@@ -88,14 +88,21 @@ impl Balancer {
     }
 }
 
-/// A running balancer; dropping it kills the process (by PID).
+/// A running balancer; dropping it kills its processes (by PID).
 #[derive(Debug)]
 pub struct Running {
     /// Where sessions connect.
     pub front: u16,
     /// The rendered configuration.
     pub config: String,
+    balancer: Balancer,
+    /// The configuration file, the Envoy base id and the restart epoch (its reloads).
+    file: PathBuf,
+    base_id: u32,
+    epoch: u32,
     child: Child,
+    /// Processes a reload replaced, still serving the streams they carried.
+    retired: Vec<Child>,
     log: PathBuf,
 }
 
@@ -112,12 +119,48 @@ impl Running {
             _ => Ok(()),
         }
     }
+
+    /// Reloads it as its operators would, with the same configuration: HAProxy's `-sf` (a
+    /// new process takes the port, the old one finishes the streams it carries) or Envoy's
+    /// hot restart (the next `--restart-epoch` takes the listener over; the old process
+    /// drains and serves its streams to their end). The new process counts from zero and
+    /// learns the backends' state afresh. Fails if the new process exits within a second.
+    pub async fn reload(&mut self, tools: &Tools) -> Result<(), String> {
+        self.epoch += 1;
+        let log = self.log.with_extension(format!("epoch{}.log", self.epoch));
+        let child = spawn(
+            self.balancer,
+            tools,
+            &self.file,
+            self.base_id,
+            self.epoch,
+            Some(self.child.id()),
+            &log,
+        )?;
+        let old = std::mem::replace(&mut self.child, child);
+        self.retired.push(old);
+        self.log = log;
+        // The new process binds the port beside the old one (SO_REUSEPORT, or Envoy's
+        // listener handed over), so a connection does not tell which one answered: the
+        // new one has a second to settle, as an operator's reload gets none at all.
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            self.running()?;
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in self
+            .retired
+            .iter_mut()
+            .chain(std::iter::once(&mut self.child))
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -165,44 +208,21 @@ pub async fn start(
         format!("{name}.cfg")
     });
     std::fs::write(&file, &config).map_err(|e| format!("{}: {e}", file.display()))?;
-    let stderr = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let mut command = if balancer.is_envoy() {
-        if !tools.envoy.exists() {
-            return Err(format!(
-                "Envoy not found at {}: run scripts/lb_tools.sh",
-                tools.envoy.display()
-            ));
-        }
-        let mut c = Command::new(&tools.envoy);
-        // A base id of our own: shared-memory names never meet another Envoy's (this
-        // process's, another balancer's or another instance's).
-        let base_id = std::process::id() % 10_000 * 256
-            + balancer as u32 * MAX_INSTANCES
-            + instance % MAX_INSTANCES;
-        c.arg("-c")
-            .arg(&file)
-            .args(["--concurrency", "1", "--base-id", &base_id.to_string()])
-            .args(["-l", "warning"]);
-        c
-    } else {
-        let mut c = Command::new(&tools.haproxy);
-        c.arg("-db").arg("-f").arg(&file);
-        c
-    };
-    let child = command
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .map_err(|e| {
-            format!(
-                "starting {}: {e} (scripts/lb_tools.sh installs it)",
-                balancer.name()
-            )
-        })?;
+    // A base id of our own: shared-memory names never meet another Envoy's (this
+    // process's, another balancer's or another instance's).
+    let base_id = std::process::id() % 10_000 * 256
+        + balancer as u32 * MAX_INSTANCES
+        + instance % MAX_INSTANCES;
+    let child = spawn(balancer, tools, &file, base_id, 0, None, &log)?;
     let mut running = Running {
         front,
         config,
+        balancer,
+        file,
+        base_id,
+        epoch: 0,
         child,
+        retired: Vec::new(),
         log,
     };
     for _ in 0..100 {
@@ -223,6 +243,54 @@ pub async fn start(
         balancer.name(),
         running.log()
     ))
+}
+
+/// Starts `balancer`'s process on `file`, logging to `log`: restart epoch `epoch` (Envoy),
+/// replacing the process `replaces` (a reload).
+fn spawn(
+    balancer: Balancer,
+    tools: &Tools,
+    file: &Path,
+    base_id: u32,
+    epoch: u32,
+    replaces: Option<u32>,
+    log: &Path,
+) -> Result<Child, String> {
+    let stderr = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut command = if balancer.is_envoy() {
+        if !tools.envoy.exists() {
+            return Err(format!(
+                "Envoy not found at {}: run scripts/lb_tools.sh",
+                tools.envoy.display()
+            ));
+        }
+        let mut c = Command::new(&tools.envoy);
+        c.arg("-c")
+            .arg(file)
+            .args(["--concurrency", "1", "--base-id", &base_id.to_string()])
+            .args(["--restart-epoch", &epoch.to_string()])
+            // The old process serves its streams to the end of any run.
+            .args(["--parent-shutdown-time-s", "3600", "--drain-time-s", "3000"])
+            .args(["-l", "warning"]);
+        c
+    } else {
+        let mut c = Command::new(&tools.haproxy);
+        c.arg("-db").arg("-f").arg(file);
+        if let Some(pid) = replaces {
+            c.arg("-sf").arg(pid.to_string());
+        }
+        c
+    };
+    command
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "starting {}: {e} (scripts/lb_tools.sh installs it)",
+                balancer.name()
+            )
+        })
 }
 
 /// `balancer`'s configuration for `fleet`, listening on `front`.

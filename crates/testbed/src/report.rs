@@ -141,6 +141,15 @@ fn markdown(scenario: &Scenario, scaling: &Scaling, c: &Comparison, command: &st
             tier.proxies, tier.proxies
         );
     }
+    for r in &tier.reloads {
+        let _ = writeln!(
+            out,
+            "Instance {} of each balancer is reloaded at {} s (HAProxy `-sf`, Envoy hot \
+             restart with the same configuration): the new process counts from zero while the \
+             old one serves its streams to their end, as `lbsim` models a reload.\n",
+            r.proxy, r.at_s
+        );
+    }
     let _ = writeln!(out, "## Side by side\n");
     let _ = writeln!(
         out,

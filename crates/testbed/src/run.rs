@@ -92,7 +92,11 @@ pub async fn run(
     let (samples, poller) = timeline::record(addrs, zero);
     let cpu_before = fleet.cpu_seconds();
     tokio::time::sleep_until(zero).await;
-    let outcomes = replay(&fronts, &scenario.balancer, &plan, &scaling).await;
+    let (outcomes, reloaded) = tokio::join!(
+        replay(&fronts, &scenario.balancer, &plan, &scaling),
+        reload(&mut lbs, &scenario.balancer.reloads, zero, &setup.tools),
+    );
+    reloaded?;
     let wall = zero.elapsed().as_secs_f64();
     let cpu_after = fleet.cpu_seconds();
     let running = lbs
@@ -128,6 +132,27 @@ pub async fn run(
         config,
         cgroup,
     })
+}
+
+/// Reloads the instances `reloads` names at their instants (seconds from `zero`), in order.
+async fn reload(
+    lbs: &mut [balancer::Running],
+    reloads: &[livecount_sim::Reload],
+    zero: Instant,
+    tools: &Tools,
+) -> Result<(), String> {
+    let mut order: Vec<&livecount_sim::Reload> = reloads.iter().collect();
+    order.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    for r in order {
+        tokio::time::sleep_until(zero + Duration::from_secs_f64(r.at_s)).await;
+        let lb = lbs
+            .get_mut(r.proxy as usize)
+            .ok_or_else(|| format!("a reload of proxy {}: no such instance", r.proxy))?;
+        lb.reload(tools)
+            .await
+            .map_err(|e| format!("reloading instance {} at {} s: {e}", r.proxy, r.at_s))?;
+    }
+    Ok(())
 }
 
 /// The mean utilisation the fleet reports with nothing open, over 3 s.
