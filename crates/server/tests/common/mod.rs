@@ -13,6 +13,7 @@ use tonic::transport::{Channel, Endpoint};
 pub(crate) mod envoy;
 pub(crate) mod grpc_client;
 pub(crate) mod lb;
+pub(crate) mod nginx;
 pub(crate) mod otlp;
 
 /// Kills (by PID) every process a test started, however the test ends.
