@@ -76,13 +76,7 @@ pub(crate) fn start_envoy(fleet: &mut Fleet, template: &str, name: &str) -> (Env
     for (i, b) in fleet.backends.iter().enumerate() {
         config = config.replace(&format!("@GRPC{}@", i + 1), &b.grpc.to_string());
     }
-    let parts: Vec<&str> = config.split('@').collect();
-    let left = parts[1..parts.len() - 1].iter().find(|s| {
-        !s.is_empty()
-            && s.bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
-    });
-    assert!(left.is_none(), "placeholder @{left:?}@ left in {config}");
+    super::lb::assert_rendered(&config);
     let path = fleet.dir.join(format!("{name}.yaml"));
     std::fs::write(&path, &config).unwrap();
     // A base id of our own (the pid and a per-process count): shared-memory names never

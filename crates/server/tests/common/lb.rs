@@ -829,3 +829,19 @@ impl Fleet {
         warm
     }
 }
+
+/// Panics if a rendered balancer config still holds an `@NAME@` placeholder (uppercase
+/// letters, digits, `_`): a template line the test forgot to fill.
+pub(crate) fn assert_rendered(config: &str) {
+    let mut rest = config;
+    while let Some(at) = rest.find('@') {
+        rest = &rest[at + 1..];
+        let word = rest.split('@').next().unwrap_or_default();
+        let placeholder = !word.is_empty()
+            && rest.len() > word.len()
+            && word
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        assert!(!placeholder, "placeholder @{word}@ left in\n{config}");
+    }
+}

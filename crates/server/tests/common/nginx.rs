@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::lb::{Fleet, free_port, tool};
+use super::lb::{Fleet, assert_rendered, free_port, tool};
 
 /// The config the test runs (and the one `docs/lb/nginx.md` shows).
 pub(crate) const TEMPLATE: &str = include_str!("../../../../deploy/nginx/nginx.conf.in");
@@ -98,17 +98,7 @@ pub(crate) fn render(template: &str, values: &[(String, String)]) -> String {
     for (key, value) in values {
         out = out.replace(&format!("@{key}@"), value);
     }
-    let mut rest = out.as_str();
-    while let Some(at) = rest.find('@') {
-        rest = &rest[at + 1..];
-        let word = rest.split('@').next().unwrap_or_default();
-        let placeholder = !word.is_empty()
-            && rest.len() > word.len()
-            && word
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
-        assert!(!placeholder, "placeholder @{word}@ left in\n{out}");
-    }
+    assert_rendered(&out);
     out
 }
 
