@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use livecount_server::ports::free_port;
 
-use crate::fleet::Fleet;
+use crate::fleet::{Backend, Fleet};
 
 /// Envoy with client-side weighted round robin fed by out-of-band ORCA reports.
 const ENVOY_ORCA: &str = include_str!("../../../deploy/envoy/envoy.yaml.in");
@@ -15,6 +15,8 @@ const ENVOY_ORCA: &str = include_str!("../../../deploy/envoy/envoy.yaml.in");
 const ENVOY_LEAST_REQUEST: &str = include_str!("../../../deploy/envoy/envoy-least-request.yaml.in");
 /// HAProxy over HTTP/2 (gRPC).
 const HAPROXY: &str = include_str!("../configs/haproxy-grpc.cfg.in");
+/// NGINX over HTTP/2 (gRPC).
+const NGINX: &str = include_str!("../configs/nginx-grpc.conf.in");
 
 /// The most instances of one balancer a run starts (Envoy base ids are reserved per
 /// balancer for this many).
@@ -33,14 +35,21 @@ pub enum Balancer {
     HaproxyLeastconn,
     /// HAProxy `leastconn` weighted by agent-check (the hybrid headroom as a percentage).
     HaproxyAgentCheck,
+    /// NGINX `least_conn`: its own open upstream connections (one per stream).
+    NginxLeastConn,
+    /// NGINX `random two least_conn`: two servers at random, the one with fewer of its
+    /// own open connections.
+    NginxRandomTwo,
 }
 
 impl Balancer {
     /// Every balancer, in the order tables list them.
-    pub const ALL: [Balancer; 5] = [
+    pub const ALL: [Balancer; 7] = [
         Balancer::HaproxyRoundRobin,
         Balancer::HaproxyLeastconn,
         Balancer::HaproxyAgentCheck,
+        Balancer::NginxLeastConn,
+        Balancer::NginxRandomTwo,
         Balancer::EnvoyLeastRequest,
         Balancer::EnvoyOrcaWrr,
     ];
@@ -53,6 +62,8 @@ impl Balancer {
             Balancer::HaproxyRoundRobin => "haproxy_roundrobin",
             Balancer::HaproxyLeastconn => "haproxy_leastconn",
             Balancer::HaproxyAgentCheck => "haproxy_agent_check",
+            Balancer::NginxLeastConn => "nginx_least_conn",
+            Balancer::NginxRandomTwo => "nginx_random_two",
         }
     }
 
@@ -80,11 +91,30 @@ impl Balancer {
                 "HAProxy: least in-flight ÷ agent weight (headroom %); the model: the smaller \
                  share of effective capacity of two random hosts",
             ),
+            Balancer::NginxLeastConn => (
+                "least_request_bias",
+                "NGINX takes the global minimum of its open upstream connections (one per \
+                 stream); the model takes the smaller of two random hosts' (the closest \
+                 policy the simulator has)",
+            ),
+            Balancer::NginxRandomTwo => (
+                "least_request_bias",
+                "the same choice: two random hosts, the one with fewer of this proxy's open \
+                 streams, equal weights",
+            ),
         }
     }
 
     fn is_envoy(self) -> bool {
         matches!(self, Balancer::EnvoyLeastRequest | Balancer::EnvoyOrcaWrr)
+    }
+
+    fn is_nginx(self) -> bool {
+        matches!(self, Balancer::NginxLeastConn | Balancer::NginxRandomTwo)
+    }
+
+    fn is_haproxy(self) -> bool {
+        !self.is_envoy() && !self.is_nginx()
     }
 }
 
@@ -127,6 +157,13 @@ impl Running {
     /// learns the backends' state afresh. Fails if the new process exits within a second.
     pub async fn reload(&mut self, tools: &Tools) -> Result<(), String> {
         self.epoch += 1;
+        if self.balancer.is_nginx() {
+            // `nginx -s reload`, to the master by its PID: it re-reads the configuration
+            // and starts new workers, whose upstream counts start from zero; the old
+            // workers close their listeners and finish the streams they carry.
+            signal(self.child.id(), "HUP")?;
+            return self.settle_reload().await;
+        }
         let log = self.log.with_extension(format!("epoch{}.log", self.epoch));
         let child = spawn(
             self.balancer,
@@ -140,6 +177,10 @@ impl Running {
         let old = std::mem::replace(&mut self.child, child);
         self.retired.push(old);
         self.log = log;
+        self.settle_reload().await
+    }
+
+    async fn settle_reload(&mut self) -> Result<(), String> {
         // The new process binds the port beside the old one (SO_REUSEPORT, or Envoy's
         // listener handed over), so a connection does not tell which one answered: the
         // new one has a second to settle, as an operator's reload gets none at all.
@@ -153,6 +194,10 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        if self.balancer.is_nginx() {
+            stop_nginx(&mut self.child);
+            return;
+        }
         for child in self
             .retired
             .iter_mut()
@@ -164,26 +209,70 @@ impl Drop for Running {
     }
 }
 
-/// The tools the balancers need: `envoy` from `scripts/lb_tools.sh`'s venv, `haproxy`.
+/// Sends `signal` (a name `kill` takes) to the process `pid`.
+fn signal(pid: u32, signal: &str) -> Result<(), String> {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .map_err(|e| format!("kill -{signal} {pid}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill -{signal} {pid}: {status}"))
+    }
+}
+
+/// Stops an NGINX master and its workers by PID: SIGTERM (NGINX's fast shutdown: the master
+/// stops its workers), up to 3 s for it to exit, then SIGKILL to the master and to every
+/// worker it had (a master killed outright leaves its workers serving).
+fn stop_nginx(master: &mut Child) {
+    let pid = master.id();
+    let workers =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    let _ = signal(pid, "TERM");
+    for _ in 0..150 {
+        if let Ok(Some(_)) = master.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = master.kill();
+    let _ = master.wait();
+    for worker in workers.split_whitespace() {
+        let _ = Command::new("kill").args(["-KILL", worker]).status();
+    }
+}
+
+/// The tools the balancers need: `envoy` from `scripts/lb_tools.sh`'s venv, `haproxy`,
+/// `nginx`.
 #[derive(Debug, Clone)]
 pub struct Tools {
     /// The Envoy binary.
     pub envoy: PathBuf,
     /// The HAProxy binary.
     pub haproxy: PathBuf,
+    /// The NGINX binary.
+    pub nginx: PathBuf,
 }
 
 impl Tools {
     /// The tools installed by `scripts/lb_tools.sh` under `workspace`.
     pub fn find(workspace: &Path) -> Tools {
-        let haproxy = ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"]
+        let sbin = |name: &str| {
+            [
+                format!("/usr/sbin/{name}"),
+                format!("/usr/local/sbin/{name}"),
+            ]
             .iter()
             .map(PathBuf::from)
             .find(|p| p.exists())
-            .unwrap_or_else(|| PathBuf::from("haproxy"));
+            .unwrap_or_else(|| PathBuf::from(name))
+        };
         Tools {
             envoy: workspace.join(".tools/venv/bin/envoy"),
-            haproxy,
+            haproxy: sbin("haproxy"),
+            nginx: sbin("nginx"),
         }
     }
 }
@@ -201,9 +290,16 @@ pub async fn start(
     let front = free_port();
     let name = format!("{}-{instance}", balancer.name());
     let log = fleet.dir.join(format!("{name}.log"));
-    let config = render(balancer, fleet, front);
+    let config = render(balancer, &fleet.backends, front);
     let file = fleet.dir.join(if balancer.is_envoy() {
         format!("{name}.yaml")
+    } else if balancer.is_nginx() {
+        // NGINX's prefix: its relative paths (temporary files) land under it.
+        for sub in ["logs", "tmp"] {
+            let dir = fleet.dir.join(&name).join(sub);
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        format!("{name}.conf")
     } else {
         format!("{name}.cfg")
     });
@@ -273,6 +369,22 @@ fn spawn(
             .args(["--parent-shutdown-time-s", "3600", "--drain-time-s", "3000"])
             .args(["-l", "warning"]);
         c
+    } else if balancer.is_nginx() {
+        // In the foreground, unprivileged, with a prefix of its own (the file's stem) and
+        // its error log on stderr (the run's log).
+        let prefix = file.with_extension("");
+        let mut c = Command::new(&tools.nginx);
+        c.arg("-p")
+            .arg(&prefix)
+            .arg("-c")
+            .arg(file)
+            .args(["-e", "stderr"])
+            .arg("-g")
+            .arg(format!(
+                "daemon off; pid {};",
+                prefix.join("logs/nginx.pid").display()
+            ));
+        c
     } else {
         let mut c = Command::new(&tools.haproxy);
         c.arg("-db").arg("-f").arg(file);
@@ -293,11 +405,12 @@ fn spawn(
         })
 }
 
-/// `balancer`'s configuration for `fleet`, listening on `front`.
-pub fn render(balancer: Balancer, fleet: &Fleet, front: u16) -> String {
+/// `balancer`'s configuration for `backends`, listening on `front`.
+pub fn render(balancer: Balancer, backends: &[Backend], front: u16) -> String {
     let template = match balancer {
         Balancer::EnvoyLeastRequest => ENVOY_LEAST_REQUEST,
         Balancer::EnvoyOrcaWrr => ENVOY_ORCA,
+        b if b.is_nginx() => NGINX,
         _ => HAPROXY,
     };
     // Every template names its first backend so; the line is repeated for each backend.
@@ -308,12 +421,12 @@ pub fn render(balancer: Balancer, fleet: &Fleet, front: u16) -> String {
             continue; // the template's other backends: one line per fleet backend below
         }
         if line.contains(marker) {
-            for (i, b) in fleet.backends.iter().enumerate() {
+            for (i, b) in backends.iter().enumerate() {
                 let mut l = line
                     .replace("@GRPC1@", &b.grpc.to_string())
                     .replace("@AGENT1@", &b.agent_check.to_string())
                     .replace("server b1 ", &format!("server b{} ", i + 1));
-                if balancer != Balancer::HaproxyAgentCheck && !balancer.is_envoy() {
+                if balancer.is_haproxy() && balancer != Balancer::HaproxyAgentCheck {
                     l = drop_agent_check(&l);
                 }
                 out.push_str(&l);
@@ -326,6 +439,8 @@ pub fn render(balancer: Balancer, fleet: &Fleet, front: u16) -> String {
     }
     let balance = match balancer {
         Balancer::HaproxyRoundRobin => "roundrobin",
+        Balancer::NginxLeastConn => "least_conn",
+        Balancer::NginxRandomTwo => "random two least_conn",
         _ => "leastconn",
     };
     let out = out
@@ -386,5 +501,74 @@ mod tests {
         );
         assert!(has_placeholder("a @GRPC1@ b"));
         assert!(!has_placeholder("\"@type\": x @ y"));
+    }
+
+    fn backends(n: u16) -> Vec<Backend> {
+        (1..=n)
+            .map(|i| Backend {
+                name: format!("b{i}"),
+                http: 41_000 + i,
+                grpc: 42_000 + i,
+                agent_check: 43_000 + i,
+                cores: 1.0,
+                log: PathBuf::from("/dev/null"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_balancer_names_each_backend_once_and_fills_every_placeholder() {
+        for n in [1, 3, 5] {
+            for balancer in Balancer::ALL {
+                let config = render(balancer, &backends(n), 40_000);
+                assert!(!has_placeholder(&config), "{config}");
+                assert!(config.contains("40000"), "{balancer:?}: no front\n{config}");
+                for i in 1..=n {
+                    let port = format!("127.0.0.1:{}", 42_000 + i);
+                    let at = format!("port_value: {}", 42_000 + i);
+                    let lines = config
+                        .lines()
+                        .filter(|l| !l.trim_start().starts_with('#'))
+                        .filter(|l| l.contains(&port) || l.contains(&at))
+                        .count();
+                    assert_eq!(lines, 1, "{balancer:?}: backend {i} of {n}\n{config}");
+                }
+                let agent = config.contains(&format!("agent-port {}", 43_001));
+                assert_eq!(
+                    agent,
+                    balancer == Balancer::HaproxyAgentCheck,
+                    "{balancer:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn each_balancer_gets_its_own_algorithm() {
+        let algorithm = |b| {
+            let config = render(b, &backends(2), 40_000);
+            let line = config
+                .lines()
+                .map(str::trim)
+                .find(|l| {
+                    l.starts_with("balance ")
+                        || l.starts_with("least_conn")
+                        || l.starts_with("random ")
+                        || l.starts_with("lb_policy:")
+                        || l.starts_with("name: envoy.load_balancing_policies.")
+                })
+                .unwrap_or_else(|| panic!("{b:?}: no algorithm\n{config}"));
+            line.to_owned()
+        };
+        assert_eq!(algorithm(Balancer::HaproxyRoundRobin), "balance roundrobin");
+        assert_eq!(algorithm(Balancer::HaproxyLeastconn), "balance leastconn");
+        assert_eq!(algorithm(Balancer::HaproxyAgentCheck), "balance leastconn");
+        assert_eq!(algorithm(Balancer::NginxLeastConn), "least_conn;");
+        assert_eq!(
+            algorithm(Balancer::NginxRandomTwo),
+            "random two least_conn;"
+        );
+        assert!(algorithm(Balancer::EnvoyLeastRequest).contains("LEAST_REQUEST"));
+        assert!(algorithm(Balancer::EnvoyOrcaWrr).ends_with("client_side_weighted_round_robin"));
     }
 }
