@@ -41,6 +41,10 @@
 //! # Ok::<(), livecount_capacity::ConfigError>(())
 //! ```
 //!
+//! A balancer placing a session compares two backends' [`Standing`]s (power of two
+//! choices on the share of the model's capacity in use, [`Standing::prefer`]): the
+//! simulator's `hybrid_p2c` and livecount's endpoint picker both choose with it.
+//!
 //! Next to the model, the selection behind a Prequal probe's latency:
 //! [`PrequalLatency::estimate`], the median latency of the fresh samples taken at about a
 //! given requests-in-flight. `livecount-report`'s `PrequalEstimator` and the simulator's
@@ -81,6 +85,7 @@ mod capacity_config;
 mod config_error;
 mod estimate;
 mod prequal_latency;
+mod standing;
 
 pub use backend_model::BackendModel;
 pub use capacity_config::{
@@ -92,3 +97,4 @@ pub use estimate::{
     cost_per_session, pretend_qps, sanitize_utilisation,
 };
 pub use prequal_latency::{PrequalLatency, PrequalSample};
+pub use standing::Standing;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use livecount_capacity::{BackendModel, CapacityConfig};
+use livecount_capacity::{BackendModel, CapacityConfig, Standing};
 
 use super::index::WeightTree;
 use super::{BackendView, Policy, Report, two_choices};
@@ -115,16 +115,21 @@ impl Hybrid {
         }
     }
 
-    /// The backend's capacity by the model, capped by its configured hard limit (which a
-    /// balancer knows as well as static slots does): reported sessions + weight.
-    fn capacity(&self, i: usize, view: &BackendView) -> f64 {
-        let reported = view.report.map_or(0, |r| r.active) as f64;
-        (reported + self.weights[i]).min(f64::from(view.max_sessions))
+    /// The backend as this balancer sees it: capacity by the model (reported sessions +
+    /// weight, capped by its configured hard limit, which a balancer knows as well as
+    /// static slots does) and the estimated sessions (reported + sent since the report).
+    fn standing(&self, i: usize, view: &BackendView) -> Standing {
+        Standing::new(
+            view.report.map_or(0, |r| r.active),
+            self.weights[i],
+            f64::from(view.max_sessions),
+            view.sent_since_report,
+        )
     }
 
-    /// Capacity minus the estimated active sessions (reported + sent since the report).
+    /// Capacity minus the estimated active sessions.
     fn remaining(&self, i: usize, view: &BackendView) -> f64 {
-        self.capacity(i, view) - view.estimated_active() as f64
+        self.standing(i, view).room()
     }
 
     /// Weighted by remaining capacity: one draw from the tree.
@@ -134,18 +139,6 @@ impl Hybrid {
             return None;
         }
         self.remaining.find(rng.uniform() * total)
-    }
-
-    /// Share of the capacity in use: estimated active sessions ÷ capacity. Lower is
-    /// better; no capacity at all reads as full.
-    fn fill(&self, i: usize, view: &BackendView) -> f64 {
-        let capacity = self.capacity(i, view);
-        let active = view.estimated_active() as f64;
-        if capacity > 0.0 {
-            active / capacity
-        } else {
-            f64::INFINITY
-        }
     }
 }
 
@@ -191,12 +184,10 @@ impl Policy for Hybrid {
             return Some(choice);
         }
         let (a, b) = two_choices(backends, rng)?;
-        let (fa, fb) = (self.fill(a, &backends[a]), self.fill(b, &backends[b]));
-        let better = if fa == fb {
-            backends[b].estimated_active() < backends[a].estimated_active()
-        } else {
-            fb < fa
-        };
+        let better = Standing::prefer(
+            &self.standing(a, &backends[a]),
+            &self.standing(b, &backends[b]),
+        );
         Some(if better { b } else { a })
     }
 }
