@@ -35,6 +35,8 @@ pub struct BackendLoad {
     pub age_ms: u64,
     /// The backend is shutting down and wants no new work.
     pub draining: bool,
+    /// The most sessions it admits, when it has a hard limit and its report says so.
+    pub max_sessions: Option<u64>,
 }
 
 impl BackendLoad {
@@ -53,7 +55,14 @@ impl BackendLoad {
             headroom: effective_capacity - active as f64,
             age_ms: 0,
             draining: false,
+            max_sessions: None,
         }
+    }
+
+    /// The same report, from a backend that admits at most `max` sessions.
+    pub fn with_max_sessions(mut self, max: u64) -> Self {
+        self.max_sessions = Some(max);
+        self
     }
 
     /// The same report, `age_ms` old when served.
@@ -79,6 +88,7 @@ impl From<&LoadReport> for BackendLoad {
             headroom: report.headroom,
             age_ms: 0,
             draining: report.draining,
+            max_sessions: report.max_sessions,
         }
     }
 }
@@ -183,10 +193,14 @@ mod tests {
         (report.sequence, report.active) = (9, 4);
         (report.effective_capacity, report.headroom) = (12.0, 7.5);
         report.draining = true;
+        report.max_sessions = Some(20);
         let load = BackendLoad::from(&ServedReport::with_age(report.clone(), 40));
         let expected = BackendLoad {
             headroom: 7.5,
-            ..BackendLoad::new(9, 4, 12.0).with_age_ms(40).draining()
+            ..BackendLoad::new(9, 4, 12.0)
+                .with_age_ms(40)
+                .draining()
+                .with_max_sessions(20)
         };
         assert_eq!(load, expected);
         assert_eq!(BackendLoad::from(&report), expected.with_age_ms(0));

@@ -2,8 +2,8 @@
 //! background task reading a [`LoadSource`]; [`LoadReading`]: what it reads as.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -114,6 +114,35 @@ impl LoadFeed {
         self.cell.read(now)
     }
 
+    /// The backend's latest report if it is fresh now (the same rule as
+    /// [`load`](LoadFeed::load)), whole: for a balancer that compares more than one figure
+    /// (an endpoint picker reads the sessions, the capacity, the limit and the sequence).
+    /// A short lock and a clone, unlike `load`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use livecount_balance::{BackendLoad, LoadFeed, LoadSignal};
+    /// use std::time::Duration;
+    /// let (reports, source) = tokio::sync::mpsc::channel(1);
+    /// let feed = LoadFeed::spawn(source, LoadSignal::Active, Duration::from_secs(3));
+    /// assert_eq!(feed.report(), None); // nothing heard yet
+    /// reports.send(BackendLoad::new(1, 7, 20.0).with_max_sessions(50)).await.unwrap();
+    /// while feed.report().is_none() {
+    ///     tokio::task::yield_now().await;
+    /// }
+    /// assert_eq!(feed.report().unwrap().max_sessions, Some(50));
+    /// # }
+    /// ```
+    pub fn report(&self) -> Option<BackendLoad> {
+        self.report_at(Instant::now())
+    }
+
+    /// The backend's latest report if it is fresh at `now`.
+    pub fn report_at(&self, now: Instant) -> Option<BackendLoad> {
+        self.cell.report(now)
+    }
+
     /// How many reports have been published (repeats not counted).
     pub fn reports(&self) -> u64 {
         // Relaxed: a statistic; it orders nothing.
@@ -167,6 +196,9 @@ struct Cell {
     /// Nanoseconds after `anchor` until which `reading` is fresh; 0 before the first report.
     fresh_until: AtomicU64,
     reports: AtomicU64,
+    /// The latest report and its `fresh_until`, for [`LoadFeed::report`]; written before
+    /// the atomics above, so `load` never waits on it.
+    latest: Mutex<Option<(BackendLoad, u64)>>,
 }
 
 impl Cell {
@@ -176,6 +208,7 @@ impl Cell {
             reading: AtomicU64::new(f64::INFINITY.to_bits()),
             fresh_until: AtomicU64::new(0),
             reports: AtomicU64::new(0),
+            latest: Mutex::new(None),
         }
     }
 
@@ -195,6 +228,7 @@ impl Cell {
         let until = taken
             .checked_add(max_age)
             .map_or(u64::MAX, |t| self.nanos_since_anchor(t));
+        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some((report.clone(), until));
         // Relaxed: published by the Release store below.
         self.reading
             .store(signal.of(report).to_bits(), Ordering::Relaxed);
@@ -213,6 +247,12 @@ impl Cell {
         // Relaxed: ordered after the deadline by the Acquire above. Racing a publish, this
         // may read the newer reading with the older deadline: a report that is seconds old.
         LoadReading::new(f64::from_bits(self.reading.load(Ordering::Relaxed)))
+    }
+
+    fn report(&self, now: Instant) -> Option<BackendLoad> {
+        let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        let (report, until) = latest.as_ref()?;
+        (self.nanos_since_anchor(now) < *until).then(|| report.clone())
     }
 }
 
@@ -238,6 +278,12 @@ mod tests {
             cell.read(now + Duration::from_millis(2_000)),
             LoadReading::UNKNOWN
         );
+        // The whole report follows the same rule.
+        assert_eq!(
+            cell.report(now + Duration::from_millis(1_999)),
+            Some(report.clone())
+        );
+        assert_eq!(cell.report(now + Duration::from_millis(2_000)), None);
     }
 
     #[test]
@@ -251,6 +297,7 @@ mod tests {
             LoadReading::UNKNOWN,
             "idle but stale is not free"
         );
+        assert_eq!(cell.report(now), None);
     }
 
     #[tokio::test]
@@ -272,6 +319,7 @@ mod tests {
         });
         waited.await.expect("two reports published in time");
         assert_eq!(feed.load(), LoadReading::new(3.0));
+        assert_eq!(feed.report(), Some(BackendLoad::new(1, 3, 10.0)));
         tokio::task::yield_now().await;
         assert_eq!(feed.reports(), 2);
     }

@@ -10,7 +10,8 @@ use livecount_report::generated::xds::data::orca::v3::OrcaLoadReport;
 use livecount_report::generated::xds::service::orca::v3::OrcaLoadReportRequest;
 use livecount_report::generated::xds::service::orca::v3::open_rca_service_client::OpenRcaServiceClient;
 use livecount_report::orca::{
-    ACTIVE_SESSIONS, EFFECTIVE_CAPACITY, HEADROOM, REPORT_SEQUENCE, WEIGHT_UNITS_PER_SESSION,
+    ACTIVE_SESSIONS, EFFECTIVE_CAPACITY, HEADROOM, MAX_SESSIONS, REPORT_SEQUENCE,
+    WEIGHT_UNITS_PER_SESSION,
 };
 use tonic::Streaming;
 use tonic::transport::Endpoint;
@@ -30,7 +31,9 @@ const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// * **Fields** (the named metrics the livecount agent's `OrcaService` sends, keyed by the
 ///   constants of [`livecount_report::orca`]): `report_sequence` →
 ///   [`sequence`](BackendLoad::sequence), `active_sessions` →
-///   [`active`](BackendLoad::active), `effective_capacity`, `headroom`. A report without
+///   [`active`](BackendLoad::active), `effective_capacity`, `headroom`, `max_sessions` (sent
+///   by a backend with a hard limit) → [`max_sessions`](BackendLoad::max_sessions). A
+///   report without
 ///   `headroom` takes `rps_fractional ÷ application_utilization` ÷
 ///   [`WEIGHT_UNITS_PER_SESSION`](livecount_report::orca::WEIGHT_UNITS_PER_SESSION)
 ///   (livecount's ORCA weight is the headroom in thousandths of a session); without `effective_capacity`, `active + headroom`;
@@ -211,6 +214,9 @@ impl OrcaLoadSource {
         let sequence = named(REPORT_SEQUENCE)
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map_or(self.received, |s| s as u64);
+        let max_sessions = named(MAX_SESSIONS)
+            .filter(|m| m.is_finite() && *m >= 0.0)
+            .map(|m| m as u64);
         Ok(BackendLoad {
             sequence,
             active,
@@ -218,6 +224,7 @@ impl OrcaLoadSource {
             headroom,
             age_ms: 0,
             draining: false,
+            max_sessions,
         })
     }
 }

@@ -59,6 +59,7 @@
 //! | `named_metrics["effective_capacity"]` ([`EFFECTIVE_CAPACITY`]) | `effective_capacity` |
 //! | `named_metrics["headroom"]` ([`HEADROOM`]) | `headroom` |
 //! | `named_metrics["report_sequence"]` ([`REPORT_SEQUENCE`]) | `sequence` (as a double) |
+//! | `named_metrics["max_sessions"]` ([`MAX_SESSIONS`]) | `max_sessions`, only when it has one |
 //! | `named_metrics["prequal_rif"]` ([`PREQUAL_RIF`]) | `prequal.rif`, only with a [`PrequalEstimator`](crate::PrequalEstimator) |
 //! | `named_metrics["prequal_latency_ms"]` ([`PREQUAL_LATENCY_MS`]) | `prequal.latency_ms`, only when known |
 //!
@@ -138,6 +139,10 @@ pub const EFFECTIVE_CAPACITY: &str = "effective_capacity";
 
 /// The named metric carrying [`LoadReport::headroom`] (unclamped, unlike the weight).
 pub const HEADROOM: &str = "headroom";
+
+/// The named metric carrying [`LoadReport::max_sessions`], the most sessions the backend
+/// admits; sent only by a backend with that hard limit.
+pub const MAX_SESSIONS: &str = "max_sessions";
 
 /// The named metric carrying [`LoadReport::sequence`], as a double (exact below 2⁵³).
 pub const REPORT_SEQUENCE: &str = "report_sequence";
@@ -230,6 +235,9 @@ pub fn orca_report(report: &LoadReport) -> OrcaLoadReport {
         (HEADROOM.to_owned(), report.headroom),
         (REPORT_SEQUENCE.to_owned(), report.sequence as f64),
     ]);
+    if let Some(max) = report.max_sessions {
+        named_metrics.insert(MAX_SESSIONS.to_owned(), max as f64);
+    }
     if let Some(probe) = &report.prequal {
         named_metrics.insert(PREQUAL_RIF.to_owned(), probe.rif as f64);
         if let Some(latency) = probe.latency_ms {
@@ -320,6 +328,7 @@ mod tests {
                 EFFECTIVE_CAPACITY,
                 HEADROOM,
                 REPORT_SEQUENCE,
+                MAX_SESSIONS,
                 PREQUAL_RIF,
                 PREQUAL_LATENCY_MS,
             ],
@@ -330,6 +339,7 @@ mod tests {
                 "effective_capacity",
                 "headroom",
                 "report_sequence",
+                "max_sessions",
                 "prequal_rif",
                 "prequal_latency_ms",
             ]
@@ -359,6 +369,10 @@ mod tests {
             [5.0 / 12.0, 5.0, 2.0, 12.0, 7.0, 9.0]
         );
         assert_eq!(o.named_metrics.len(), 6);
+        r.max_sessions = Some(40);
+        let o = orca_report(&r);
+        assert_eq!(o.named_metrics[MAX_SESSIONS], 40.0);
+        assert_eq!(o.named_metrics.len(), 7);
     }
 
     #[test]
