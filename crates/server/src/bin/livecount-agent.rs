@@ -82,8 +82,8 @@ async fn serve(config: AgentConfig) -> Result<(), String> {
         }
     );
     eprintln!(
-        "{name}: stopped; started {} ended {} active {} ({:?})",
-        last.started, last.ended, last.active, last.ended_by_reason
+        "{name}: stopped; started {} ended {} active {} ({:?}); refused {}",
+        last.started, last.ended, last.active, last.ended_by_reason, last.refused
     );
     Ok(())
 }
