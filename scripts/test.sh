@@ -48,11 +48,14 @@ if cargo nextest --version >/dev/null 2>&1; then
     alone='binary(~_e2e) | binary(storm)'
     cargo nextest run "${heavy[@]}" --release --run-ignored ignored-only --no-fail-fast -E "not ($alone)"
     step "end to end, alone on the machine: the balancers and the storm (release)"
+    # envoy_picker_e2e runs the endpoint picker's binary beside the agents'.
+    cargo build --release -p livecount-epp
     # The same packages as the heavy phase: the same features, so nothing is rebuilt.
     cargo nextest run "${heavy[@]}" --release --run-ignored ignored-only --no-fail-fast -E "$alone"
 else
     cargo test --workspace --lib --bins --tests
     step "heavy (#[ignore]d) cases, release: ${heavy[*]}"
+    cargo build --release -p livecount-epp
     cargo test "${heavy[@]}" --release --lib --bins --tests -- --ignored
 fi
 

@@ -65,6 +65,17 @@ impl Envoy {
 /// `<name>.yaml`, `<name>.log`, `<name>.stderr` in the fleet's directory) and returns its
 /// ports and the rendered config.
 pub(crate) fn start_envoy(fleet: &mut Fleet, template: &str, name: &str) -> (Envoy, String) {
+    start_envoy_with(fleet, template, name, &[])
+}
+
+/// [`start_envoy`], with the placeholders `values` names filled first (`("PICKER1",
+/// port)` fills `@PICKER1@`) and `@HTTP1@`… with the agents' HTTP ports.
+pub(crate) fn start_envoy_with(
+    fleet: &mut Fleet,
+    template: &str,
+    name: &str,
+    values: &[(String, String)],
+) -> (Envoy, String) {
     let envoy = Envoy {
         listen: free_port(),
         admin: free_port(),
@@ -73,8 +84,13 @@ pub(crate) fn start_envoy(fleet: &mut Fleet, template: &str, name: &str) -> (Env
     let mut config = template
         .replace("@LISTEN@", &envoy.listen.to_string())
         .replace("@ADMIN@", &envoy.admin.to_string());
+    for (key, value) in values {
+        config = config.replace(&format!("@{key}@"), value);
+    }
     for (i, b) in fleet.backends.iter().enumerate() {
-        config = config.replace(&format!("@GRPC{}@", i + 1), &b.grpc.to_string());
+        config = config
+            .replace(&format!("@GRPC{}@", i + 1), &b.grpc.to_string())
+            .replace(&format!("@HTTP{}@", i + 1), &b.http.to_string());
     }
     super::lb::assert_rendered(&config);
     let path = fleet.dir.join(format!("{name}.yaml"));
