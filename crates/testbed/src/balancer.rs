@@ -13,6 +13,8 @@ use crate::fleet::{Backend, Fleet};
 const ENVOY_ORCA: &str = include_str!("../../../deploy/envoy/envoy.yaml.in");
 /// Envoy with least request.
 const ENVOY_LEAST_REQUEST: &str = include_str!("../../../deploy/envoy/envoy-least-request.yaml.in");
+/// Envoy asking livecount's endpoint picker (ext_proc) for each session.
+const ENVOY_PICKER: &str = include_str!("../../../deploy/envoy/envoy-picker.yaml.in");
 /// HAProxy over HTTP/2 (gRPC).
 const HAPROXY: &str = include_str!("../configs/haproxy-grpc.cfg.in");
 /// NGINX over HTTP/2 (gRPC).
@@ -29,6 +31,9 @@ pub enum Balancer {
     EnvoyLeastRequest,
     /// Envoy client-side weighted round robin on out-of-band ORCA (the hybrid headroom).
     EnvoyOrcaWrr,
+    /// Envoy asking livecount's endpoint picker (`livecount-epp`, ext_proc) for each
+    /// session: power of two choices on the hybrid model's capacity, from ORCA reports.
+    EnvoyPicker,
     /// HAProxy `roundrobin`: the floor.
     HaproxyRoundRobin,
     /// HAProxy `leastconn`: its own in-flight streams.
@@ -44,7 +49,7 @@ pub enum Balancer {
 
 impl Balancer {
     /// Every balancer, in the order tables list them.
-    pub const ALL: [Balancer; 7] = [
+    pub const ALL: [Balancer; 8] = [
         Balancer::HaproxyRoundRobin,
         Balancer::HaproxyLeastconn,
         Balancer::HaproxyAgentCheck,
@@ -52,6 +57,7 @@ impl Balancer {
         Balancer::NginxRandomTwo,
         Balancer::EnvoyLeastRequest,
         Balancer::EnvoyOrcaWrr,
+        Balancer::EnvoyPicker,
     ];
 
     /// Its name in tables and file names.
@@ -59,6 +65,7 @@ impl Balancer {
         match self {
             Balancer::EnvoyLeastRequest => "envoy_least_request",
             Balancer::EnvoyOrcaWrr => "envoy_orca_wrr",
+            Balancer::EnvoyPicker => "envoy_picker",
             Balancer::HaproxyRoundRobin => "haproxy_roundrobin",
             Balancer::HaproxyLeastconn => "haproxy_leastconn",
             Balancer::HaproxyAgentCheck => "haproxy_agent_check",
@@ -79,6 +86,14 @@ impl Balancer {
                 "weights ∝ the hybrid model's headroom, weighted-random; Envoy's CSWRR runs an \
                  EDF schedule over the agents' ORCA weights (1000 × headroom-like, \
                  crates/report/src/orca.rs), rebuilt each second",
+            ),
+            Balancer::EnvoyPicker => (
+                "hybrid_p2c",
+                "the same choice (livecount-capacity's Standing::prefer: of two random \
+                 backends, the smaller share of the hybrid capacity in use, counting its own \
+                 placements since each report); the picker takes each backend's headroom \
+                 from its ORCA report, the model computes it from the raw reports, and the \
+                 picker passes over a backend at its hard limit",
             ),
             Balancer::HaproxyRoundRobin => ("round_robin", "the same algorithm"),
             Balancer::HaproxyLeastconn => (
@@ -106,7 +121,10 @@ impl Balancer {
     }
 
     fn is_envoy(self) -> bool {
-        matches!(self, Balancer::EnvoyLeastRequest | Balancer::EnvoyOrcaWrr)
+        matches!(
+            self,
+            Balancer::EnvoyLeastRequest | Balancer::EnvoyOrcaWrr | Balancer::EnvoyPicker
+        )
     }
 
     fn is_nginx(self) -> bool {
@@ -134,6 +152,8 @@ pub struct Running {
     /// Processes a reload replaced, still serving the streams they carried.
     retired: Vec<Child>,
     log: PathBuf,
+    /// The endpoint picker beside it ([`Balancer::EnvoyPicker`]); a reload keeps it.
+    picker: Option<Child>,
 }
 
 impl Running {
@@ -144,6 +164,15 @@ impl Running {
 
     /// Fails if the process has exited.
     pub fn running(&mut self) -> Result<(), String> {
+        if let Some(picker) = &mut self.picker
+            && let Ok(Some(status)) = picker.try_wait()
+        {
+            let log = std::fs::read_to_string(self.log.with_extension("picker.log"));
+            return Err(format!(
+                "the endpoint picker exited: {status}\n{}",
+                log.unwrap_or_default()
+            ));
+        }
         match self.child.try_wait() {
             Ok(Some(status)) => Err(format!("the balancer exited: {status}\n{}", self.log())),
             _ => Ok(()),
@@ -202,6 +231,7 @@ impl Drop for Running {
             .retired
             .iter_mut()
             .chain(std::iter::once(&mut self.child))
+            .chain(self.picker.as_mut())
         {
             let _ = child.kill();
             let _ = child.wait();
@@ -254,6 +284,8 @@ pub struct Tools {
     pub haproxy: PathBuf,
     /// The NGINX binary.
     pub nginx: PathBuf,
+    /// `livecount-epp`, the endpoint picker (built beside `lbtestbed`).
+    pub epp: PathBuf,
 }
 
 impl Tools {
@@ -273,6 +305,8 @@ impl Tools {
             envoy: workspace.join(".tools/venv/bin/envoy"),
             haproxy: sbin("haproxy"),
             nginx: sbin("nginx"),
+            epp: crate::run::beside_exe("livecount-epp")
+                .unwrap_or_else(|| PathBuf::from("livecount-epp")),
         }
     }
 }
@@ -290,7 +324,14 @@ pub async fn start(
     let front = free_port();
     let name = format!("{}-{instance}", balancer.name());
     let log = fleet.dir.join(format!("{name}.log"));
-    let config = render(balancer, &fleet.backends, front);
+    let (picker, picker_port) = if balancer == Balancer::EnvoyPicker {
+        let port = free_port();
+        let child = spawn_picker(tools, fleet, port, &log.with_extension("picker.log"))?;
+        (Some(child), Some(port))
+    } else {
+        (None, None)
+    };
+    let config = render(balancer, &fleet.backends, front, picker_port);
     let file = fleet.dir.join(if balancer.is_envoy() {
         format!("{name}.yaml")
     } else if balancer.is_nginx() {
@@ -320,6 +361,7 @@ pub async fn start(
         child,
         retired: Vec::new(),
         log,
+        picker,
     };
     for _ in 0..100 {
         running.running()?;
@@ -339,6 +381,29 @@ pub async fn start(
         balancer.name(),
         running.log()
     ))
+}
+
+/// Starts `livecount-epp` on loopback `port` over `fleet`'s gRPC endpoints (ORCA on each),
+/// asking for reports as often as the agents publish them, logging to `log`.
+fn spawn_picker(tools: &Tools, fleet: &Fleet, port: u16, log: &Path) -> Result<Child, String> {
+    if !tools.epp.exists() {
+        return Err(format!(
+            "livecount-epp not found at {}: build it (cargo build --release -p livecount-epp)",
+            tools.epp.display()
+        ));
+    }
+    let stderr = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut c = Command::new(&tools.epp);
+    c.args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--report-secs", &fleet.report_secs.to_string()])
+        .args(["--report-ttl-secs", &(4.0 * fleet.report_secs).to_string()]);
+    for b in &fleet.backends {
+        c.args(["--backend", &format!("127.0.0.1:{}", b.grpc)]);
+    }
+    c.stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("starting livecount-epp: {e}"))
 }
 
 /// Starts `balancer`'s process on `file`, logging to `log`: restart epoch `epoch` (Envoy),
@@ -405,25 +470,29 @@ fn spawn(
         })
 }
 
-/// `balancer`'s configuration for `backends`, listening on `front`.
-pub fn render(balancer: Balancer, backends: &[Backend], front: u16) -> String {
+/// `balancer`'s configuration for `backends`, listening on `front`, asking the endpoint
+/// picker at `picker` ([`Balancer::EnvoyPicker`]: its one replica serves both of the
+/// template's pools; the testbed plays gRPC sessions only).
+pub fn render(balancer: Balancer, backends: &[Backend], front: u16, picker: Option<u16>) -> String {
     let template = match balancer {
         Balancer::EnvoyLeastRequest => ENVOY_LEAST_REQUEST,
         Balancer::EnvoyOrcaWrr => ENVOY_ORCA,
+        Balancer::EnvoyPicker => ENVOY_PICKER,
         b if b.is_nginx() => NGINX,
         _ => HAPROXY,
     };
     // Every template names its first backend so; the line is repeated for each backend.
-    let marker = "@GRPC1@";
+    let first = |line: &str| line.contains("@GRPC1@") || line.contains("@HTTP1@");
     let mut out = String::new();
     for line in template.lines() {
-        if is_endpoint_line(line) && !line.contains(marker) {
+        if is_endpoint_line(line) && !first(line) {
             continue; // the template's other backends: one line per fleet backend below
         }
-        if line.contains(marker) {
+        if first(line) {
             for (i, b) in backends.iter().enumerate() {
                 let mut l = line
                     .replace("@GRPC1@", &b.grpc.to_string())
+                    .replace("@HTTP1@", &b.http.to_string())
                     .replace("@AGENT1@", &b.agent_check.to_string())
                     .replace("server b1 ", &format!("server b{} ", i + 1));
                 if balancer.is_haproxy() && balancer != Balancer::HaproxyAgentCheck {
@@ -443,7 +512,10 @@ pub fn render(balancer: Balancer, backends: &[Backend], front: u16) -> String {
         Balancer::NginxRandomTwo => "random two least_conn",
         _ => "leastconn",
     };
+    let picker = picker.map_or_else(String::new, |p| p.to_string());
     let out = out
+        .replace("@PICKER_GRPC1@", &picker)
+        .replace("@PICKER_WS1@", &picker)
         .replace("@LISTEN@", &front.to_string())
         .replace("@FRONT@", &front.to_string())
         .replace("@ADMIN@", &free_port().to_string())
@@ -452,9 +524,9 @@ pub fn render(balancer: Balancer, backends: &[Backend], front: u16) -> String {
     out
 }
 
-/// A template line naming a backend other than the first (`@GRPC2@`, `@GRPC3@`, …).
+/// A template line naming a backend (`@GRPC1@`, `@HTTP2@`, …).
 fn is_endpoint_line(line: &str) -> bool {
-    line.contains("@GRPC") && !line.trim_start().starts_with('#')
+    (line.contains("@GRPC") || line.contains("@HTTP")) && !line.trim_start().starts_with('#')
 }
 
 /// The server line without its agent-check options.
@@ -520,7 +592,7 @@ mod tests {
     fn every_balancer_names_each_backend_once_and_fills_every_placeholder() {
         for n in [1, 3, 5] {
             for balancer in Balancer::ALL {
-                let config = render(balancer, &backends(n), 40_000);
+                let config = render(balancer, &backends(n), 40_000, Some(39_999));
                 assert!(!has_placeholder(&config), "{config}");
                 assert!(config.contains("40000"), "{balancer:?}: no front\n{config}");
                 for i in 1..=n {
@@ -546,7 +618,7 @@ mod tests {
     #[test]
     fn each_balancer_gets_its_own_algorithm() {
         let algorithm = |b| {
-            let config = render(b, &backends(2), 40_000);
+            let config = render(b, &backends(2), 40_000, Some(39_999));
             let line = config
                 .lines()
                 .map(str::trim)
@@ -570,5 +642,8 @@ mod tests {
         );
         assert!(algorithm(Balancer::EnvoyLeastRequest).contains("LEAST_REQUEST"));
         assert!(algorithm(Balancer::EnvoyOrcaWrr).ends_with("client_side_weighted_round_robin"));
+        assert!(algorithm(Balancer::EnvoyPicker).ends_with("override_host"));
+        let picker = render(Balancer::EnvoyPicker, &backends(2), 40_000, Some(39_999));
+        assert_eq!(picker.matches("port_value: 39999").count(), 2, "{picker}");
     }
 }

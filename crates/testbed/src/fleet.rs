@@ -47,6 +47,8 @@ pub struct Fleet {
     cgroup: FleetGroup,
     /// Configs and logs.
     pub dir: PathBuf,
+    /// Seconds between two of an agent's reports (`--report-secs`).
+    pub report_secs: f64,
 }
 
 impl Fleet {
@@ -75,6 +77,7 @@ impl Fleet {
             children: Vec::new(),
             cgroup,
             dir: dir.to_owned(),
+            report_secs: scaling.report_secs,
         };
         for (i, s) in shape.iter().enumerate() {
             let b = Backend {

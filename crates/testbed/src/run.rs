@@ -230,11 +230,17 @@ fn unplanned(outcomes: &[Outcome]) -> Vec<String> {
 /// `livecount-agent` next to this executable, or one directory up (tests run from
 /// `deps/`).
 pub fn find_agent() -> Option<PathBuf> {
+    beside_exe("livecount-agent")
+}
+
+/// The binary `name` next to this executable, or one directory up (tests run from
+/// `deps/`).
+pub fn beside_exe(name: &str) -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
     [dir, dir.parent().unwrap_or(dir)]
         .iter()
-        .map(|d| d.join("livecount-agent"))
+        .map(|d| d.join(name))
         .find(|p| p.exists())
 }
 
