@@ -359,13 +359,7 @@ async fn the_picker_places_sessions_by_the_backends_reports_and_envoy_survives_i
     ));
     tokio::time::sleep(Duration::from_secs(2)).await;
     fleet.send_sigterm(0);
-    let draining = loop {
-        let report = load_of(&fleet.backends[0].http_addr()).await;
-        if report.draining {
-            break report;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let draining = draining_report(&fleet.backends[0].http_addr()).await;
     assert!(draining.active > 0, "b1 holds some of the 9: {draining:?}");
     // The picker learns it from the ORCA stream's end (milliseconds).
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -34,7 +34,8 @@ mod common;
 
 use common::envoy::{Ending, Plan, Tally, channel, plans, session, wave};
 use common::lb::{
-    Fleet, Sample, Timeline, ended_by, load_of, new_sessions, settled_at, share_table, write_report,
+    Fleet, Sample, Timeline, draining_report, ended_by, load_of, new_sessions, settled_at,
+    share_table, write_report,
 };
 use common::nginx::{AccessLog, Entry, Nginx, nginx_binary, nginx_version, placed, start_nginx};
 use livecount_report::LoadReport;
@@ -45,21 +46,6 @@ const HOT: usize = 2;
 
 /// b4's `--max-sessions`: the backend of the `max_conns` demonstration.
 const B4_MAX: u64 = 4;
-
-// === agents ===
-
-/// Waits (up to 2 s) until the agent at `addr`, sent SIGTERM, says draining; returns
-/// that report.
-async fn draining_report(addr: &str) -> LoadReport {
-    for _ in 0..100 {
-        let report = load_of(addr).await;
-        if report.draining {
-            return report;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{addr} did not say draining within 2 s of SIGTERM");
-}
 
 // === sessions ===
 

@@ -288,6 +288,19 @@ pub(crate) async fn settled_at(addr: &str) -> LoadReport {
     panic!("{addr} never settled at active 0, started = ended: {last:?}");
 }
 
+/// Waits (up to 2 s) until the agent at `addr`, sent SIGTERM, says draining; returns
+/// that report.
+pub(crate) async fn draining_report(addr: &str) -> LoadReport {
+    for _ in 0..100 {
+        let report = load_of(addr).await;
+        if report.draining {
+            return report;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{addr} did not say draining within 2 s of SIGTERM");
+}
+
 /// The report at `addr`'s `/load`, retried for up to 10 s.
 pub(crate) async fn load_of(addr: &str) -> LoadReport {
     for _ in 0..200 {
