@@ -229,6 +229,9 @@ fn command_line(args: &Args) -> String {
         " --repeats {} --sim-seeds {} --core-scale {}",
         args.repeats, args.sim_seeds, args.core_scale
     );
+    if let Some(out) = &args.out {
+        c += &format!(" --out {}", out.display());
+    }
     if args.update_results {
         c += " --update-results";
     }

@@ -82,3 +82,16 @@ fn multi_proxy_ranking_agrees() {
         &["haproxy-leastconn", "haproxy-agent-check"],
     );
 }
+
+/// The same four proxies as Envoys, each asking its own endpoint picker (`livecount-epp`):
+/// every picker counts only the sessions it placed since each backend's last report, and
+/// the reports are the truth all four share. The simulator runs the picker's own code
+/// (`hybrid_p2c`) and puts it far below Envoy's least request on overloaded assignments.
+#[test]
+#[ignore = "needs root (CPU cgroups), Envoy and a release livecount-epp; run by scripts/test.sh with the end-to-end tests"]
+fn endpoint_picker_ranking_agrees() {
+    check(
+        "multi_proxy_check",
+        &["envoy-least-request", "envoy-picker"],
+    );
+}
