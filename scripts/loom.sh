@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the loom models of crates/counters (the counters) and crates/session (the tracker:
-# sessions, the cap, the drain).
+# Runs the loom models of crates/counters (the counters), crates/session (the tracker:
+# sessions, the cap, the drain) and crates/epp (the endpoint picker's own placement count).
 #
 #   scripts/loom.sh [extra cargo test args...]
 #
@@ -20,4 +20,5 @@ export RUSTFLAGS="--cfg livecount_loom -C debug-assertions"
 start=$(date +%s)
 cargo test -p livecount --release --target-dir target/loom --lib --test loom_counters "$@"
 cargo test -p livecount-session --release --target-dir target/loom --test loom_session --test loom_cap --test loom_drain --test loom_trace "$@"
+cargo test -p livecount-epp --release --target-dir target/loom --lib own::loom_models "$@"
 echo "loom.sh: all models passed (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-per model}) in $(( $(date +%s) - start )) s"

@@ -49,6 +49,7 @@
 
 mod backend;
 pub mod generated;
+mod own;
 mod picker;
 mod service;
 

@@ -1,9 +1,9 @@
 //! [`Picker`]: the fleet as its backends report it, and the choice for each new session.
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant};
 
@@ -11,6 +11,7 @@ use livecount_balance::{HttpLoadSource, LoadFeed, LoadSignal, OrcaLoadSource};
 use livecount_capacity::Standing;
 
 use crate::backend::{BackendSpec, Reports};
+use crate::own::OwnCount;
 
 /// The longest report interval and TTL a picker takes: beyond this the fleet it sees is
 /// not the fleet that is.
@@ -45,7 +46,8 @@ pub struct PickerConfig {
     /// How many other endpoints follow the chosen one in an answer, best first: Envoy
     /// tries them in order when a connection to the first fails and the route retries.
     pub fallbacks: usize,
-    /// The seed of the random pairs (`None`: a random seed), for runs that must repeat.
+    /// The seed of the random pairs (`None`: each thread's own random source), for runs
+    /// that must repeat: one thread choosing in turn repeats its choices exactly.
     pub seed: Option<u64>,
 }
 
@@ -225,39 +227,34 @@ pub struct PickerStats {
 /// ```
 pub struct Picker {
     backends: Vec<Backend>,
-    state: Mutex<State>,
     config: PickerConfig,
+    /// With a seed: the number of the next choice, whose random pair is drawn from
+    /// `seed + number`.
+    draws: AtomicU64,
     picks: AtomicU64,
     no_room: AtomicU64,
 }
 
+/// One backend: where it is, its reports, and this picker's placements on it. A choice
+/// takes no lock: the reports are read from the feed, the placement is one
+/// compare-and-swap on the backend's own count.
 struct Backend {
     spec: BackendSpec,
     feed: LoadFeed,
+    own: OwnCount,
 }
 
-/// What a choice reads and writes, under one lock: the random pairs, this picker's own
-/// placements, and a scratch list (no allocation per choice beyond the answer).
-struct State {
-    rng: fastrand::Rng,
-    own: Vec<Own>,
-    eligible: Vec<Candidate>,
-}
-
-/// This picker's placements on one backend.
-#[derive(Debug, Clone, Copy, Default)]
-struct Own {
-    /// The report the count below is relative to.
-    sequence: Option<u64>,
-    /// Placed since that report.
-    sent: u64,
-    /// Placed in all.
-    placed: u64,
+thread_local! {
+    /// The eligible backends of the choice in progress on this thread, kept between
+    /// choices: no allocation per choice beyond the answer.
+    static ELIGIBLE: RefCell<Vec<Candidate>> = const { RefCell::new(Vec::new()) };
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Candidate {
     index: usize,
+    /// The report it was judged on.
+    sequence: u64,
     standing: Standing,
 }
 
@@ -323,7 +320,11 @@ impl Picker {
         config.validate()?;
         let backends: Vec<Backend> = feeds
             .into_iter()
-            .map(|(spec, feed)| Backend { spec, feed })
+            .map(|(spec, feed)| Backend {
+                spec,
+                feed,
+                own: OwnCount::new(),
+            })
             .collect();
         if backends.is_empty() {
             return Err(PickerError::NoBackends);
@@ -336,18 +337,10 @@ impl Picker {
                 return Err(PickerError::DuplicateEndpoint(b.spec.endpoint));
             }
         }
-        let rng = config
-            .seed
-            .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
-        let n = backends.len();
         Ok(Picker {
             backends,
-            state: Mutex::new(State {
-                rng,
-                own: vec![Own::default(); n],
-                eligible: Vec::with_capacity(n),
-            }),
             config,
+            draws: AtomicU64::new(0),
             picks: AtomicU64::new(0),
             no_room: AtomicU64::new(0),
         })
@@ -376,8 +369,19 @@ impl Picker {
 
     /// The choice as of `now` (reports fresh at `now`).
     pub fn pick_at(&self, now: Instant, subset: Option<&[SocketAddr]>) -> Pick {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let State { rng, own, eligible } = &mut *state;
+        ELIGIBLE.with(|eligible| match eligible.try_borrow_mut() {
+            Ok(mut eligible) => self.choose(now, subset, &mut eligible),
+            // Unreachable (a choice does not choose), but never a panic: a fresh list.
+            Err(_) => self.choose(now, subset, &mut Vec::new()),
+        })
+    }
+
+    fn choose(
+        &self,
+        now: Instant,
+        subset: Option<&[SocketAddr]>,
+        eligible: &mut Vec<Candidate>,
+    ) -> Pick {
         eligible.clear();
         for (index, backend) in self.backends.iter().enumerate() {
             if subset.is_some_and(|s| !s.contains(&backend.spec.endpoint)) {
@@ -390,21 +394,22 @@ impl Picker {
             if report.draining {
                 continue;
             }
-            let own = &mut own[index];
-            if own.sequence != Some(report.sequence) {
-                // A new report: it counts what was placed before it.
-                own.sequence = Some(report.sequence);
-                own.sent = 0;
-            }
+            // A new report counts what was placed before it: only this report's
+            // placements are added.
+            let sent = backend.own.since(report.sequence);
             let limit = report.max_sessions.map_or(f64::INFINITY, |m| m as f64);
-            let standing = Standing::new(report.active, report.headroom, limit, own.sent);
+            let standing = Standing::new(report.active, report.headroom, limit, sent);
             if report
                 .max_sessions
                 .is_some_and(|max| standing.estimated_active >= max)
             {
                 continue; // at its hard limit: it would refuse the session
             }
-            eligible.push(Candidate { index, standing });
+            eligible.push(Candidate {
+                index,
+                sequence: report.sequence,
+                standing,
+            });
         }
         let chosen = match eligible.len() {
             0 => {
@@ -413,11 +418,7 @@ impl Picker {
             }
             1 => 0,
             n => {
-                let a = rng.usize(..n);
-                let mut b = rng.usize(..n - 1);
-                if b >= a {
-                    b += 1;
-                }
+                let (a, b) = self.pair(n);
                 if Standing::prefer(&eligible[a].standing, &eligible[b].standing) {
                     b
                 } else {
@@ -426,11 +427,13 @@ impl Picker {
             }
         };
         let primary = eligible.swap_remove(chosen);
-        let own = &mut own[primary.index];
-        own.sent += 1;
-        own.placed += 1;
+        self.backends[primary.index].own.place(primary.sequence);
         let k = self.config.fallbacks.min(eligible.len());
-        eligible.sort_unstable_by(rank);
+        if k > 0 && k < eligible.len() {
+            // The best k, then in order: no sort of the whole fleet.
+            eligible.select_nth_unstable_by(k - 1, rank);
+        }
+        eligible[..k].sort_unstable_by(rank);
         let fallbacks = eligible[..k]
             .iter()
             .map(|c| self.backends[c.index].spec.endpoint)
@@ -443,17 +446,30 @@ impl Picker {
         }
     }
 
+    /// Two different indices below `n` (at least 2), at random: from this thread's own
+    /// source, or with a seed from the choice's number.
+    fn pair(&self, n: usize) -> (usize, usize) {
+        let (a, b) = match self.config.seed {
+            None => (fastrand::usize(..n), fastrand::usize(..n - 1)),
+            Some(seed) => {
+                // Relaxed: only a number; choices in turn get the numbers in turn.
+                let draw = self.draws.fetch_add(1, AtomicOrdering::Relaxed);
+                let mut rng = fastrand::Rng::with_seed(seed.wrapping_add(draw));
+                (rng.usize(..n), rng.usize(..n - 1))
+            }
+        };
+        (a, if b >= a { b + 1 } else { b })
+    }
+
     /// What it has done so far.
     pub fn stats(&self) -> PickerStats {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         PickerStats {
             picks: self.picks.load(AtomicOrdering::Relaxed),
             no_room: self.no_room.load(AtomicOrdering::Relaxed),
             placed: self
                 .backends
                 .iter()
-                .zip(&state.own)
-                .map(|(b, o)| (b.spec.endpoint, o.placed))
+                .map(|b| (b.spec.endpoint, b.own.placed()))
                 .collect(),
         }
     }

@@ -162,6 +162,41 @@ fn a_burst_between_reports_spreads_by_the_placements_counted() {
 }
 
 #[test]
+fn choices_made_at_once_count_every_placement_and_still_spread() {
+    // Four threads choose 250 times each between two equal backends, with no report in
+    // between: every placement is counted once, in the total and in the count each choice
+    // reads, so the burst stays within a few sessions of even (a lost count would let one
+    // backend take the sessions the other thread thought it had).
+    let fleet = Fleet::new(2, 1, 9);
+    fleet.report(0, BackendLoad::new(1, 0, 10_000.0));
+    fleet.report(1, BackendLoad::new(1, 0, 10_000.0));
+    let barrier = std::sync::Barrier::new(4);
+    let on: Vec<[u64; 2]> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    let mut on = [0; 2];
+                    for _ in 0..250 {
+                        on[fleet.chosen()] += 1;
+                    }
+                    on
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let total = [
+        on.iter().map(|o| o[0]).sum::<u64>(),
+        on.iter().map(|o| o[1]).sum(),
+    ];
+    let stats = fleet.picker.stats();
+    assert_eq!(stats.picks, 1000);
+    assert_eq!(stats.placed, vec![(addr(0), total[0]), (addr(1), total[1])]);
+    assert!(total[0].abs_diff(total[1]) <= 8, "{total:?}");
+}
+
+#[test]
 fn the_bigger_backend_with_more_sessions_can_be_the_emptier() {
     let fleet = Fleet::new(2, 2, 5);
     fleet.report(0, BackendLoad::new(1, 10, 20.0)); // half full
