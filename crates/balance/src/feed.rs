@@ -2,9 +2,11 @@
 //! background task reading a [`LoadSource`]; [`LoadReading`]: what it reads as.
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
 
 use tokio::task::JoinHandle;
 
@@ -117,7 +119,7 @@ impl LoadFeed {
     /// The backend's latest report if it is fresh now (the same rule as
     /// [`load`](LoadFeed::load)), whole: for a balancer that compares more than one figure
     /// (an endpoint picker reads the sessions, the capacity, the limit and the sequence).
-    /// A short lock and a clone, unlike `load`.
+    /// Lock-free too (an [`arc_swap`] load), and a copy of the report.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -197,8 +199,8 @@ struct Cell {
     fresh_until: AtomicU64,
     reports: AtomicU64,
     /// The latest report and its `fresh_until`, for [`LoadFeed::report`]; written before
-    /// the atomics above, so `load` never waits on it.
-    latest: Mutex<Option<(BackendLoad, u64)>>,
+    /// the atomics above; neither the write nor a read waits on the other.
+    latest: ArcSwapOption<(BackendLoad, u64)>,
 }
 
 impl Cell {
@@ -208,7 +210,7 @@ impl Cell {
             reading: AtomicU64::new(f64::INFINITY.to_bits()),
             fresh_until: AtomicU64::new(0),
             reports: AtomicU64::new(0),
-            latest: Mutex::new(None),
+            latest: ArcSwapOption::empty(),
         }
     }
 
@@ -228,7 +230,8 @@ impl Cell {
         let until = taken
             .checked_add(max_age)
             .map_or(u64::MAX, |t| self.nanos_since_anchor(t));
-        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some((report.clone(), until));
+        // One allocation per report, none per read.
+        self.latest.store(Some(Arc::new((report.clone(), until))));
         // Relaxed: published by the Release store below.
         self.reading
             .store(signal.of(report).to_bits(), Ordering::Relaxed);
@@ -250,8 +253,8 @@ impl Cell {
     }
 
     fn report(&self, now: Instant) -> Option<BackendLoad> {
-        let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
-        let (report, until) = latest.as_ref()?;
+        let latest = self.latest.load();
+        let (report, until) = latest.as_deref()?;
         (self.nanos_since_anchor(now) < *until).then(|| report.clone())
     }
 }
