@@ -231,7 +231,6 @@ pub struct Picker {
     /// With a seed: the number of the next choice, whose random pair is drawn from
     /// `seed + number`.
     draws: AtomicU64,
-    picks: AtomicU64,
     no_room: AtomicU64,
 }
 
@@ -341,7 +340,6 @@ impl Picker {
             backends,
             config,
             draws: AtomicU64::new(0),
-            picks: AtomicU64::new(0),
             no_room: AtomicU64::new(0),
         })
     }
@@ -438,8 +436,6 @@ impl Picker {
             .iter()
             .map(|c| self.backends[c.index].spec.endpoint)
             .collect();
-        // Relaxed: a statistic; it orders nothing.
-        self.picks.fetch_add(1, AtomicOrdering::Relaxed);
         Pick::To {
             endpoint: self.backends[primary.index].spec.endpoint,
             fallbacks,
@@ -463,14 +459,16 @@ impl Picker {
 
     /// What it has done so far.
     pub fn stats(&self) -> PickerStats {
+        // The total is the backends' sum: no counter that every choice would write.
+        let placed: Vec<(SocketAddr, u64)> = self
+            .backends
+            .iter()
+            .map(|b| (b.spec.endpoint, b.own.placed()))
+            .collect();
         PickerStats {
-            picks: self.picks.load(AtomicOrdering::Relaxed),
+            picks: placed.iter().map(|(_, n)| n).sum(),
             no_room: self.no_room.load(AtomicOrdering::Relaxed),
-            placed: self
-                .backends
-                .iter()
-                .map(|b| (b.spec.endpoint, b.own.placed()))
-                .collect(),
+            placed,
         }
     }
 }
