@@ -26,6 +26,10 @@ struct Fleet {
 
 impl Fleet {
     fn new(n: usize, fallbacks: usize, seed: u64) -> Fleet {
+        Fleet::with_seed(n, fallbacks, Some(seed))
+    }
+
+    fn with_seed(n: usize, fallbacks: usize, seed: Option<u64>) -> Fleet {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -44,7 +48,7 @@ impl Fleet {
             .collect();
         let config = PickerConfig {
             fallbacks,
-            seed: Some(seed),
+            seed,
             ..PickerConfig::default()
         };
         let picker = Picker::from_feeds(pairs, config).unwrap();
@@ -194,6 +198,59 @@ fn choices_made_at_once_count_every_placement_and_still_spread() {
     assert_eq!(stats.picks, 1000);
     assert_eq!(stats.placed, vec![(addr(0), total[0]), (addr(1), total[1])]);
     assert!(total[0].abs_diff(total[1]) <= 8, "{total:?}");
+}
+
+#[test]
+fn the_fallbacks_are_the_best_few_of_a_larger_fleet() {
+    // Four or six backends, 5 % to 55 % full, two fallbacks: whichever the pair chose, the
+    // answer names the two emptiest of the rest, emptiest first, not any two of them.
+    // Reported out of order of fill, so the list's order is not the answer's.
+    let fills = [35, 5, 55, 25, 45, 15];
+    for (n, seed) in [4, 6]
+        .into_iter()
+        .flat_map(|n| (0..24).map(move |s| (n, s)))
+    {
+        let fleet = Fleet::new(n, 2, seed);
+        for (i, active) in fills[..n].iter().enumerate() {
+            fleet.report(i, BackendLoad::new(1, *active, 100.0));
+        }
+        let Pick::To {
+            endpoint,
+            fallbacks,
+        } = fleet.pick()
+        else {
+            panic!("no room")
+        };
+        let chosen = usize::from(endpoint.port() - 7001);
+        let mut rest: Vec<usize> = (0..n).filter(|&i| i != chosen).collect();
+        rest.sort_by_key(|&i| fills[i]);
+        assert_eq!(
+            fallbacks,
+            vec![addr(rest[0]), addr(rest[1])],
+            "{n} backends, seed {seed}: chose {chosen}"
+        );
+    }
+    // No fallbacks asked for: none given, and the choice still made.
+    let fleet = Fleet::new(6, 0, 1);
+    for i in 0..6 {
+        fleet.report(i, BackendLoad::new(1, 10, 100.0));
+    }
+    assert!(matches!(fleet.pick(), Pick::To { fallbacks, .. } if fallbacks.is_empty()));
+}
+
+#[test]
+fn without_a_seed_every_backend_is_drawn_into_some_pair() {
+    // Each thread's own random source: over 200 choices among four equal backends every
+    // one is chosen, and the pairs never index past the eligible ones.
+    let fleet = Fleet::with_seed(4, 3, None);
+    for i in 0..4 {
+        fleet.report(i, BackendLoad::new(1, 0, 10_000.0));
+    }
+    let mut on = [0; 4];
+    for _ in 0..200 {
+        on[fleet.chosen()] += 1;
+    }
+    assert!(on.iter().all(|&n| n > 0), "{on:?}");
 }
 
 #[test]
