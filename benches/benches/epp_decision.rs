@@ -48,9 +48,14 @@ fn picker(runtime: &tokio::runtime::Runtime, n: usize) -> EndpointPicker {
                 .await
                 .unwrap();
         }
-        while !picker.ready_all() {
-            tokio::task::yield_now().await;
-        }
+        let heard = async {
+            while !picker.ready_all() {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), heard)
+            .await
+            .expect("every backend's report arrives");
     });
     EndpointPicker::new(picker)
 }

@@ -171,3 +171,19 @@ async fn stopped() {
         _ = tokio::signal::ctrl_c() => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_taken_in_their_range_and_refused_with_the_reason_outside_it() {
+        assert_eq!(seconds("0.5"), Ok(0.5));
+        assert_eq!(seconds("3600"), Ok(MAX_SECS), "the top is included");
+        for bad in ["0", "-1", "3600.5", "inf", "NaN"] {
+            let err = seconds(bad).unwrap_err();
+            assert!(err.contains("outside (0, 3600]"), "{bad}: {err}");
+        }
+        assert!(seconds("soon").unwrap_err().contains("not a number"));
+    }
+}

@@ -218,9 +218,12 @@ pub struct PickerStats {
 /// assert_eq!(picker.pick(None), Pick::NoRoom); // nothing reported yet: nothing is free
 /// tx1.send(BackendLoad::new(1, 9, 10.0)).await.unwrap(); // 9 of 10
 /// tx2.send(BackendLoad::new(1, 1, 10.0)).await.unwrap(); // 1 of 10
-/// while !picker.ready_all() {
-///     tokio::task::yield_now().await;
-/// }
+/// let heard = async {
+///     while !picker.ready_all() {
+///         tokio::task::yield_now().await;
+///     }
+/// };
+/// tokio::time::timeout(Duration::from_secs(10), heard).await.expect("both reports arrive");
 /// let Pick::To { endpoint, fallbacks } = picker.pick(None) else { panic!() };
 /// assert_eq!((endpoint, fallbacks), (b2, vec![b1]));
 /// # }

@@ -324,6 +324,33 @@ fn the_subset_hint_restricts_and_an_empty_one_refuses() {
 }
 
 #[test]
+fn the_ranges_include_their_ends_and_readiness_follows_the_reports() {
+    let fleet = Fleet::new(2, 2, 3);
+    let backends: Vec<SocketAddr> = fleet.picker.backends().map(|b| b.endpoint).collect();
+    assert_eq!(backends, vec![addr(0), addr(1)], "in the order given");
+    assert!(
+        !fleet.picker.ready() && !fleet.picker.ready_all(),
+        "nothing heard"
+    );
+    fleet.report(1, BackendLoad::new(1, 0, 10.0));
+    assert!(
+        fleet.picker.ready() && !fleet.picker.ready_all(),
+        "one of two heard"
+    );
+    fleet.report(0, BackendLoad::new(1, 0, 10.0));
+    assert!(fleet.picker.ready_all());
+    // Every bound is inclusive: the longest wait, a TTL equal to the interval, the most
+    // fallbacks.
+    let edge = PickerConfig {
+        report_interval: livecount_epp::MAX_REPORT_WAIT,
+        report_ttl: livecount_epp::MAX_REPORT_WAIT,
+        fallbacks: livecount_epp::MAX_FALLBACKS,
+        seed: None,
+    };
+    assert_eq!(edge.validate(), Ok(()));
+}
+
+#[test]
 fn bad_construction_is_refused_with_its_reason() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use livecount_balance::{BackendLoad, LoadFeed, LoadSignal};
+use livecount_epp::generated::envoy::config::core::v3::header_value_option::HeaderAppendAction;
 use livecount_epp::generated::envoy::config::core::v3::{HeaderMap, HeaderValue};
 use livecount_epp::generated::envoy::service::ext_proc::v3::external_processor_client::ExternalProcessorClient;
 use livecount_epp::generated::envoy::service::ext_proc::v3::{
@@ -148,6 +149,11 @@ fn routed_to(answer: &ProcessingResponse) -> String {
         .unwrap()
         .set_headers;
     assert_eq!(set.len(), 1, "{set:?}");
+    assert_eq!(
+        set[0].append_action,
+        HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+        "a client's own destination header is replaced, never appended to"
+    );
     let header = set[0].header.as_ref().unwrap();
     assert_eq!(header.key, DESTINATION);
     let from_header = String::from_utf8(header.raw_value.clone()).unwrap();
