@@ -58,9 +58,14 @@ async fn serve(
             .send(BackendLoad::new(1, 10, 100.0))
             .await
             .unwrap();
-        while !picker.ready_all() {
-            tokio::task::yield_now().await;
-        }
+        let heard = async {
+            while !picker.ready_all() {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), heard)
+            .await
+            .expect("both reports reach the picker");
     }
     let server = service(EndpointPicker::new(picker)).server();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
